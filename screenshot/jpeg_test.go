@@ -1,0 +1,147 @@
+package screenshot
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/draw"
+	"image/jpeg"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
+)
+
+func decodeJPEG(t testing.TB, data []byte) image.Image {
+	t.Helper()
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("image/jpeg cannot decode: %v", err)
+	}
+	return img
+}
+
+// assertSameDecode checks that two JPEGs decode to identical pixels.
+func assertSameDecode(t testing.TB, got, want []byte) {
+	t.Helper()
+	g, w := decodeJPEG(t, got), decodeJPEG(t, want)
+	assertSamePixels(t, wantNRGBA(g), wantNRGBA(w))
+}
+
+func TestJPEGBandsDecodeLikeOneEncode(t *testing.T) {
+	desktop := screenshottest.DesktopFrame(1280, 800, 1)
+	opaqueN := image.NewNRGBA(image.Rect(0, 0, 203, 301))
+	draw.Draw(opaqueN, opaqueN.Rect, desktop, image.Pt(400, 300), draw.Src)
+	translucentN := image.NewNRGBA(image.Rect(0, 0, 100, 130))
+	for i := range translucentN.Pix {
+		translucentN.Pix[i] = uint8(i * 13)
+	}
+	tests := []struct {
+		name string
+		img  image.Image
+	}{
+		{"desktop", desktop},
+		{"odd crop", desktop.SubImage(image.Rect(13, 7, 1001, 787))},
+		{"height not a multiple of 16", desktop.SubImage(image.Rect(0, 0, 1280, 133))},
+		{"short", desktop.SubImage(image.Rect(0, 0, 640, 20))},
+		{"opaque NRGBA", opaqueN},
+		{"translucent NRGBA", translucentN},
+		{"gray, one piece", image.NewGray(image.Rect(0, 0, 64, 200))},
+	}
+	for _, tt := range tests {
+		for _, quality := range []int{1, 50, 80, 100} {
+			for _, bands := range []int{0, 2, 3, 100} {
+				t.Run(fmt.Sprintf("%s/q=%d/bands=%d", tt.name, quality, bands), func(t *testing.T) {
+					got, err := (&JPEGEncoder{Bands: bands}).Encode(nil, tt.img, quality)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want bytes.Buffer
+					if err := jpeg.Encode(&want, tt.img, &jpeg.Options{Quality: quality}); err != nil {
+						t.Fatal(err)
+					}
+					assertSameDecode(t, got, want.Bytes())
+				})
+			}
+		}
+	}
+}
+
+func TestJPEGUsesRestartMarkersWhenBanded(t *testing.T) {
+	img := screenshottest.DesktopFrame(1280, 800, 1)
+	data, err := (&JPEGEncoder{Bands: 4}).Encode([]byte("x"), img, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[0] != 'x' {
+		t.Fatal("Encode did not append to dst")
+	}
+	if !bytes.Contains(data, []byte{0xff, markerDRI, 0, 4}) {
+		t.Error("no DRI segment in a banded encode")
+	}
+	for i := range 3 {
+		if !bytes.Contains(data, []byte{0xff, markerRST0 + byte(i)}) {
+			t.Errorf("no RST%d marker", i)
+		}
+	}
+	if got := decodeJPEG(t, data[1:]).Bounds(); got != img.Bounds() {
+		t.Errorf("decoded bounds %v, want %v", got, img.Bounds())
+	}
+}
+
+func TestJPEGRejectsBadInput(t *testing.T) {
+	enc := &JPEGEncoder{}
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	for _, q := range []int{-1, 101} {
+		if _, err := enc.Encode(nil, img, q); err == nil {
+			t.Errorf("quality %d accepted", q)
+		}
+	}
+	if _, err := enc.Encode(nil, image.NewRGBA(image.Rect(0, 0, 0, 8)), 80); err == nil {
+		t.Error("empty image accepted")
+	}
+}
+
+func TestSplitJPEGRejectsGarbage(t *testing.T) {
+	for _, data := range [][]byte{nil, {0xff, 0xd8}, []byte("not a jpeg at all"), {0xff, 0xd8, 0xff, 0xc0, 0x00, 0x40, 0xff, 0xd9}} {
+		if _, err := splitJPEG(data); err == nil {
+			t.Errorf("splitJPEG(% x) accepted garbage", data)
+		}
+	}
+}
+
+func FuzzSplitJPEG(f *testing.F) {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, screenshottest.DesktopFrame(32, 32, 1), nil); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xda, 0x00, 0x02, 0xff, 0xd9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := splitJPEG(data)
+		if err != nil {
+			return
+		}
+		if len(p.header)+len(p.sos)+len(p.scan)+2 != len(data) || p.sofHeight+2 > len(p.header) {
+			t.Fatalf("parts do not tile the input: %d+%d+%d+2 != %d, SOF at %d", len(p.header), len(p.sos), len(p.scan), len(data), p.sofHeight)
+		}
+	})
+}
+
+func FuzzJPEGBands(f *testing.F) {
+	f.Add(uint16(64), uint16(64), uint8(80), uint8(2), uint64(1))
+	f.Add(uint16(17), uint16(250), uint8(1), uint8(7), uint64(2))
+	f.Fuzz(func(t *testing.T, w, h uint16, quality, bands uint8, seed uint64) {
+		w, h = w%400+1, h%400+1
+		q := int(quality%100) + 1
+		img := screenshottest.DesktopFrame(int(w), int(h), seed)
+		got, err := (&JPEGEncoder{Bands: int(bands % 9)}).Encode(nil, img, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := jpeg.Encode(&want, img, &jpeg.Options{Quality: q}); err != nil {
+			t.Fatal(err)
+		}
+		assertSameDecode(t, got, want.Bytes())
+	})
+}
