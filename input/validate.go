@@ -1,0 +1,290 @@
+package input
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// step is one validated action, resolved to qcodes, QEMU button names and
+// native coordinates, ready to send.
+type step struct {
+	action Action
+
+	at      *Point  // native
+	path    []Point // native
+	region  *Rect   // native
+	button  string  // QEMU InputButton
+	count   int
+	mods    Chord
+	notches []string // wheel buttons, one per notch, in order
+	text    textPlan
+	chord   Chord
+	repeat  int
+}
+
+// ValidateOptions is what validation depends on besides the batch.
+type ValidateOptions struct {
+	Space  Space
+	Limits Limits
+	// HasGuest says whether text the US layout cannot type can go through a
+	// Guest; without one such text is a validation error.
+	HasGuest bool
+}
+
+// Validate checks a whole batch without sending anything: every action and
+// field, every key name, every coordinate against the space (outside is an
+// error, never a clamp), and every limit. It returns a *ValidationError
+// naming the first offending field as "actions[i].field".
+func Validate(batch Batch, opts ValidateOptions) error {
+	_, err := compile(batch, opts)
+	return err
+}
+
+func compile(batch Batch, opts ValidateOptions) ([]step, error) {
+	lim := opts.Limits.withDefaults()
+	if len(batch) == 0 {
+		return nil, invalid("actions", "no actions given")
+	}
+	if len(batch) > lim.MaxActions {
+		return nil, invalid("actions", "%d actions are over the limit of %d a batch", len(batch), lim.MaxActions)
+	}
+	if opts.Space == nil {
+		return nil, invalid("", "no coordinate space given")
+	}
+	if w, h := opts.Space.Size(); w <= 0 || h <= 0 {
+		return nil, invalid("", "coordinate space %dx%d is empty", w, h)
+	}
+	steps := make([]step, 0, len(batch))
+	for i, a := range batch {
+		s, err := compileAction(a, opts, lim)
+		if err != nil {
+			return nil, withPrefix(err, "actions["+strconv.Itoa(i)+"]")
+		}
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
+	s := step{action: a}
+	var err error
+	if _, known := actionFields(a.Kind); !known {
+		return s, invalid("action", "unknown action %q (known: %v)", a.Kind, Kinds())
+	}
+	if err := onlyKindFields(a); err != nil {
+		return s, err
+	}
+	switch a.Kind {
+	case KindClick, KindMove, KindMouseDown, KindMouseUp, KindScroll:
+		if a.Kind == KindMove && a.At == nil {
+			return s, invalid("x", "required")
+		}
+		if a.At != nil {
+			if s.at, err = toNative(*a.At, opts.Space, "x", "y"); err != nil {
+				return s, err
+			}
+		}
+	}
+	switch a.Kind {
+	case KindClick, KindDrag, KindMouseDown, KindMouseUp:
+		var ok bool
+		if s.button, ok = qemuButton(a.Button); !ok {
+			return s, invalid("button", "unknown button %q (known: left, right, middle, back, forward)", a.Button)
+		}
+	}
+	switch a.Kind {
+	case KindClick, KindMove, KindDrag, KindScroll:
+		if len(a.Modifiers) > 0 {
+			if len(a.Modifiers) > lim.MaxChordKeys {
+				return s, invalid("modifiers", "%d keys are over the limit of %d", len(a.Modifiers), lim.MaxChordKeys)
+			}
+			if s.mods, err = ParseKeys(a.Modifiers); err != nil {
+				return s, withPrefix(err, "modifiers")
+			}
+		}
+	}
+
+	switch a.Kind {
+	case KindClick:
+		s.count = a.Count
+		if s.count == 0 {
+			s.count = 1
+		}
+		if s.count < 1 || s.count > 3 {
+			return s, invalid("count", "must be 1, 2 or 3, got %d", a.Count)
+		}
+	case KindDrag:
+		if len(a.Path) == 0 {
+			return s, invalid("path", "required: at least one point")
+		}
+		if len(a.Path) > lim.MaxPathPoints {
+			return s, invalid("path", "%d points are over the limit of %d", len(a.Path), lim.MaxPathPoints)
+		}
+		for i, p := range a.Path {
+			n, err := toNative(p, opts.Space, "x", "y")
+			if err != nil {
+				return s, withPrefix(err, "path["+strconv.Itoa(i)+"]")
+			}
+			s.path = append(s.path, *n)
+		}
+	case KindScroll:
+		for _, axis := range []struct {
+			field string
+			v     int
+			neg   string
+			pos   string
+		}{{"dy", a.DY, "wheel-up", "wheel-down"}, {"dx", a.DX, "wheel-left", "wheel-right"}} {
+			if axis.v > lim.MaxScrollNotches || axis.v < -lim.MaxScrollNotches {
+				return s, invalid(axis.field, "%d notches are over the limit of %d", axis.v, lim.MaxScrollNotches)
+			}
+			for range abs(axis.v) {
+				if axis.v < 0 {
+					s.notches = append(s.notches, axis.neg)
+				} else {
+					s.notches = append(s.notches, axis.pos)
+				}
+			}
+		}
+	case KindType:
+		if a.Text == "" {
+			return s, invalid("text", "required: nothing to type")
+		}
+		if n := utf8.RuneCountInString(a.Text); n > lim.MaxTextRunes {
+			return s, invalid("text", "%d characters are over the limit of %d", n, lim.MaxTextRunes)
+		}
+		if s.text, err = planText(a.Text, "text"); err != nil {
+			return s, err
+		}
+		if s.text.guest != "" && !opts.HasGuest {
+			return s, invalid("text", "has characters the US keyboard layout cannot type, and this desktop has no guest agent to type them")
+		}
+	case KindKey:
+		if a.Chord == "" {
+			return s, invalid("chord", "required")
+		}
+		if s.chord, err = ParseChord(a.Chord); err != nil {
+			return s, withPrefix(err, "chord")
+		}
+		if len(s.chord) > lim.MaxChordKeys {
+			return s, invalid("chord", "%d keys are over the limit of %d", len(s.chord), lim.MaxChordKeys)
+		}
+		s.repeat = a.Repeat
+		if s.repeat == 0 {
+			s.repeat = 1
+		}
+		if s.repeat < 1 || s.repeat > lim.MaxRepeat {
+			return s, invalid("repeat", "must be 1 to %d, got %d", lim.MaxRepeat, a.Repeat)
+		}
+	case KindHoldKey:
+		if len(a.Keys) == 0 {
+			return s, invalid("keys", "required: at least one key")
+		}
+		if len(a.Keys) > lim.MaxChordKeys {
+			return s, invalid("keys", "%d keys are over the limit of %d", len(a.Keys), lim.MaxChordKeys)
+		}
+		if s.chord, err = ParseKeys(a.Keys); err != nil {
+			return s, withPrefix(err, "keys")
+		}
+		if err := checkDuration(a.Duration, lim); err != nil {
+			return s, err
+		}
+	case KindWait:
+		if err := checkDuration(a.Duration, lim); err != nil {
+			return s, err
+		}
+	case KindZoom:
+		if a.Region == nil {
+			return s, invalid("region", "required")
+		}
+		if s.region, err = regionToNative(*a.Region, opts.Space); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// onlyKindFields rejects set fields that the action's kind does not use, so
+// a Go caller's mistake is caught as a JSON caller's would be.
+func onlyKindFields(a Action) error {
+	fields, _ := actionFields(a.Kind)
+	uses := func(f string) bool {
+		for _, g := range fields {
+			if g == f {
+				return true
+			}
+		}
+		return false
+	}
+	set := []struct {
+		field string
+		isSet bool
+	}{
+		{"x", a.At != nil},
+		{"button", a.Button != ""},
+		{"count", a.Count != 0},
+		{"modifiers", len(a.Modifiers) > 0},
+		{"path", a.Path != nil},
+		{"dx", a.DX != 0},
+		{"dy", a.DY != 0},
+		{"text", a.Text != ""},
+		{"chord", a.Chord != ""},
+		{"repeat", a.Repeat != 0},
+		{"keys", a.Keys != nil},
+		{"duration", a.Duration != 0},
+		{"region", a.Region != nil},
+	}
+	for _, f := range set {
+		if f.isSet && !uses(f.field) {
+			return invalid(f.field, "not accepted by %s", a.Kind)
+		}
+	}
+	return nil
+}
+
+func checkDuration(d time.Duration, lim Limits) error {
+	if d < 0 {
+		return invalid("duration", "must not be negative")
+	}
+	if d > lim.MaxDuration {
+		return invalid("duration", "%v is over the limit of %v", d, lim.MaxDuration)
+	}
+	return nil
+}
+
+// toNative checks p against the space and maps it to native pixels.
+func toNative(p Point, sp Space, fx, fy string) (*Point, error) {
+	w, h := sp.Size()
+	if p.X < 0 || p.X >= w {
+		return nil, invalid(fx, "%d is outside the %dx%d coordinate space (0 to %d)", p.X, w, h, w-1)
+	}
+	if p.Y < 0 || p.Y >= h {
+		return nil, invalid(fy, "%d is outside the %dx%d coordinate space (0 to %d)", p.Y, w, h, h-1)
+	}
+	x, y := sp.ToNative(p.X, p.Y)
+	return &Point{X: x, Y: y}, nil
+}
+
+// regionToNative checks a zoom region, whose far edges may equal the size,
+// and maps its corners to native pixels.
+func regionToNative(r Rect, sp Space) (*Rect, error) {
+	w, h := sp.Size()
+	switch {
+	case r.X1 < 0 || r.Y1 < 0:
+		return nil, invalid("region", "top-left corner (%d, %d) is outside the %dx%d coordinate space", r.X1, r.Y1, w, h)
+	case r.X2 > w || r.Y2 > h:
+		return nil, invalid("region", "bottom-right corner (%d, %d) is outside the %dx%d coordinate space", r.X2, r.Y2, w, h)
+	case r.X2 <= r.X1 || r.Y2 <= r.Y1:
+		return nil, invalid("region", "must have x1 < x2 and y1 < y2, got [%d, %d, %d, %d]", r.X1, r.Y1, r.X2, r.Y2)
+	}
+	x1, y1 := sp.ToNative(r.X1, r.Y1)
+	x2, y2 := sp.ToNative(r.X2, r.Y2)
+	return &Rect{X1: x1, Y1: y1, X2: x2, Y2: y2}, nil
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
