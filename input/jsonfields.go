@@ -150,22 +150,33 @@ func (o object) array(key string) ([]json.RawMessage, bool, error) {
 
 // ints decodes an array of exactly n integers, such as Anthropic's [x, y].
 func (o object) ints(key string, n int) ([]int, bool, error) {
-	items, ok, err := o.array(key)
-	if !ok || err != nil {
-		return nil, ok, err
+	raw, ok := o.fields[key]
+	if !ok {
+		return nil, false, nil
+	}
+	v, err := parseInts(raw, n, o.field(key))
+	return v, true, err
+}
+
+// parseInts decodes raw, an array of exactly n integers, reporting errors
+// under field.
+func parseInts(raw json.RawMessage, n int, field string) ([]int, error) {
+	items, err := parseArray(raw)
+	if err != nil {
+		return nil, withPrefix(err, field)
 	}
 	if len(items) != n {
-		return nil, true, invalid(o.field(key), "must be an array of %d integers, got %d elements", n, len(items))
+		return nil, invalid(field, "must be an array of %d integers, got %d elements", n, len(items))
 	}
 	out := make([]int, n)
-	for i, raw := range items {
-		v, err := parseInteger(raw)
+	for i, item := range items {
+		v, err := parseInteger(item)
 		if err != nil {
-			return nil, true, withPrefix(err, fieldPath(o.field(key), "["+strconv.Itoa(i)+"]"))
+			return nil, withPrefix(err, fieldPath(field, "["+strconv.Itoa(i)+"]"))
 		}
 		out[i] = v
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // seconds decodes a duration given as a JSON number of seconds.
