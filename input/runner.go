@@ -394,7 +394,23 @@ func (r *Runner) withModifiers(ctx context.Context, mods Chord, body func() erro
 		return err
 	}
 	err := body()
+	if err != nil {
+		// Let go of the pointer before the modifiers, as a hand would.
+		err = errors.Join(err, r.releaseButtons(ctx))
+	}
 	return errors.Join(err, r.releaseKeys(ctx, mods))
+}
+
+// releaseButtons releases held pointer buttons, even after ctx has ended.
+func (r *Runner) releaseButtons(ctx context.Context) error {
+	buttons, _ := r.Held()
+	rctx, cancel := r.releaseContext(ctx)
+	defer cancel()
+	var errs []error
+	for _, b := range slices.Backward(buttons) {
+		errs = append(errs, r.send(rctx, []Event{{Kind: ButtonEvent, Button: b, Down: false}}))
+	}
+	return errors.Join(errs...)
 }
 
 // releaseKeys releases keys in reverse order, even after ctx has ended.
@@ -417,13 +433,11 @@ func (r *Runner) releaseAll(ctx context.Context) error {
 	rctx, cancel := r.releaseContext(ctx)
 	defer cancel()
 	var errs []error
+	if err := r.releaseButtons(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if len(keys) > 0 {
 		if err := r.keyFrame(rctx, keyEvents(reversed(keys), false)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, b := range slices.Backward(buttons) {
-		if err := r.send(rctx, []Event{{Kind: ButtonEvent, Button: b, Down: false}}); err != nil {
 			errs = append(errs, err)
 		}
 	}

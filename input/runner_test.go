@@ -1,0 +1,491 @@
+package input
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var native = NativeSpace{Width: 1280, Height: 800}
+
+func run(t *testing.T, r *Runner, batch Batch, opts RunOptions) BatchResult {
+	t.Helper()
+	if opts.Space == nil {
+		opts.Space = native
+	}
+	res, err := r.Run(context.Background(), batch, opts)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func TestClickAtZeroReallyMovesThere(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindClick, At: &Point{0, 0}}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		[]Event{mv(0, 0)},
+		[]Event{btn("left", true)},
+		[]Event{btn("left", false)},
+	)
+}
+
+func TestClickWithoutPointClicksInPlace(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindClick, Button: ButtonRight}}, RunOptions{})
+	assertFrames(t, dev.Frames(), []Event{btn("right", true)}, []Event{btn("right", false)})
+}
+
+func TestTripleClickWithModifiersHoldsThemAround(t *testing.T) {
+	r, dev, clock := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindClick, At: &Point{10, 20}, Count: 3, Modifiers: []string{"ctrl", "shift"}}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		[]Event{key("ctrl", true), key("shift", true)},
+		[]Event{mv(10, 20)},
+		[]Event{btn("left", true)}, []Event{btn("left", false)},
+		[]Event{btn("left", true)}, []Event{btn("left", false)},
+		[]Event{btn("left", true)}, []Event{btn("left", false)},
+		[]Event{key("shift", false), key("ctrl", false)},
+	)
+	// The release waits one keystroke interval after the press: the fake
+	// clock does not advance during sends, so the whole interval remains.
+	if got := clock.Sleeps(); len(got) != 1 || got[0] != DefaultKeystrokeInterval {
+		t.Errorf("sleeps = %v, want one of %v", got, DefaultKeystrokeInterval)
+	}
+}
+
+func TestButtonsMapToQEMUNames(t *testing.T) {
+	for b, want := range map[Button]string{
+		"": "left", ButtonLeft: "left", ButtonRight: "right", ButtonMiddle: "middle",
+		ButtonBack: "side", ButtonForward: "extra",
+	} {
+		r, dev, _ := newTestRunner(t, nil)
+		run(t, r, Batch{{Kind: KindClick, Button: b}}, RunOptions{})
+		assertFrames(t, dev.Frames(), []Event{btn(want, true)}, []Event{btn(want, false)})
+	}
+}
+
+func TestScaledSpaceMapsToNativeAndBack(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	space := scaleSpace{w: 640, h: 400, factor: 2}
+	res := run(t, r, Batch{
+		{Kind: KindMove, At: &Point{639, 399}},
+		{Kind: KindCursorPosition},
+		{Kind: KindZoom, Region: &Rect{10, 20, 640, 400}},
+	}, RunOptions{Space: space})
+	assertFrames(t, dev.Frames(), []Event{mv(1278, 798)})
+	if c := res.Results[1].Cursor; c == nil || *c != (Point{639, 399}) {
+		t.Errorf("cursor = %v, want (639, 399) in the scaled space", c)
+	}
+	if z := res.Zoom; z == nil || *z != (Rect{20, 40, 1280, 800}) {
+		t.Errorf("zoom = %v, want the native region", z)
+	}
+	if !res.Screenshot {
+		t.Error("a batch ending in zoom should want a trailing capture")
+	}
+}
+
+func TestTypeUSTextOneKeystrokePerFramePaced(t *testing.T) {
+	r, dev, clock := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindType, Text: "aA!\"\n\t \r\n"}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		tap("a"),
+		tap("shift", "a"),
+		tap("shift", "1"),
+		tap("shift", "apostrophe"),
+		tap("ret"),
+		tap("tab"),
+		tap("spc"),
+		tap("ret"), // "\r\n" is one Return
+	)
+	sleeps := clock.Sleeps()
+	if len(sleeps) != 7 {
+		t.Fatalf("sleeps = %v, want 7 keystroke intervals between 8 keystrokes", sleeps)
+	}
+	for _, s := range sleeps {
+		if s != DefaultKeystrokeInterval {
+			t.Errorf("sleep %v, want %v", s, DefaultKeystrokeInterval)
+		}
+	}
+}
+
+func TestTypingRateIsConfigurable(t *testing.T) {
+	dev := &recordingDevice{}
+	r, err := NewRunner(RunnerConfig{Device: dev, KeystrokeInterval: 12 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	r.now, r.sleep = clock.now, clock.sleep
+	run(t, r, Batch{{Kind: KindType, Text: "ab"}}, RunOptions{})
+	if got := clock.Sleeps(); len(got) != 1 || got[0] != 12*time.Millisecond {
+		t.Errorf("sleeps = %v, want [12ms]", got)
+	}
+}
+
+func TestTypingRateCountsTimeAlreadyPassed(t *testing.T) {
+	r, _, clock := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindKey, Chord: "a"}}, RunOptions{})
+	clock.t = clock.t.Add(time.Hour) // the agent thought for a while
+	run(t, r, Batch{{Kind: KindKey, Chord: "b"}}, RunOptions{})
+	if got := clock.Sleeps(); len(got) != 0 {
+		t.Errorf("sleeps = %v, want none: the interval had long passed", got)
+	}
+}
+
+func TestNonUSTextGoesWholeThroughGuest(t *testing.T) {
+	guest := &recordingGuest{}
+	r, dev, _ := newTestRunner(t, guest)
+	const text = "naïve café 日本語 🙂"
+	run(t, r, Batch{{Kind: KindType, Text: text}}, RunOptions{})
+	if len(guest.texts) != 1 || guest.texts[0] != text {
+		t.Errorf("guest got %q, want exactly [%q]", guest.texts, text)
+	}
+	if f := dev.Frames(); len(f) != 0 {
+		t.Errorf("device got frames %s, want none", framesString(f))
+	}
+}
+
+func TestNonUSTextWithoutGuestIsInvalidAndSendsNothing(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	_, err := r.Run(context.Background(), Batch{{Kind: KindKey, Chord: "a"}, {Kind: KindType, Text: "café"}}, RunOptions{Space: native})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "actions[1].text" {
+		t.Fatalf("err = %v, want a validation error on actions[1].text", err)
+	}
+	if f := dev.Frames(); len(f) != 0 {
+		t.Errorf("frames sent for an invalid batch: %s", framesString(f))
+	}
+}
+
+func TestInvalidBatchSendsNothing(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	_, err := r.Run(context.Background(), Batch{
+		{Kind: KindClick, At: &Point{1, 1}},
+		{Kind: KindKey, Chord: "ctrl+Entr"},
+	}, RunOptions{Space: native})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	var uk *UnknownKeyError
+	if !errors.As(err, &uk) || !strings.Contains(err.Error(), "actions[1].chord") {
+		t.Fatalf("err = %v, want an unknown key error on actions[1].chord", err)
+	}
+	if f := dev.Frames(); len(f) != 0 {
+		t.Errorf("frames sent for an invalid batch: %s", framesString(f))
+	}
+}
+
+func TestStopsAtFirstFailureAndReleasesEverything(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindMouseDown, At: &Point{5, 5}, Button: ButtonRight}}, RunOptions{})
+	dev.failOn = func(n int, ev []Event) bool { return ev[0].Kind == KeyEvent && ev[0].Key == "b" }
+	res, err := r.Run(context.Background(), Batch{
+		{Kind: KindKey, Chord: "a"},
+		{Kind: KindHoldKey, Keys: []string{"b"}, Duration: time.Second},
+		{Kind: KindKey, Chord: "c"},
+	}, RunOptions{Space: native})
+	if !errors.Is(err, errDeviceGone) || !strings.Contains(err.Error(), "action 1 (hold_key)") {
+		t.Fatalf("err = %v, want the device error for action 1", err)
+	}
+	var statuses []ActionStatus
+	for _, r := range res.Results {
+		statuses = append(statuses, r.Status)
+	}
+	if want := []ActionStatus{StatusOK, StatusError, StatusSkipped}; !equalSlices(statuses, want) {
+		t.Errorf("statuses = %v, want %v", statuses, want)
+	}
+	if res.Results[1].Error == "" {
+		t.Error("the failed action has no error text")
+	}
+	frames := dev.Frames()
+	assertFrames(t, frames[2:],
+		tap("a"),
+		[]Event{key("b", true)},      // failed: it may have reached the guest
+		[]Event{btn("right", false)}, // held since the earlier batch
+		[]Event{key("b", false)},
+	)
+	if b, k := r.Held(); len(b) != 0 || len(k) != 0 {
+		t.Errorf("still held after the failure: buttons %v keys %v", b, k)
+	}
+}
+
+func TestHoldKeyReleasesWhenContextEnds(t *testing.T) {
+	r, dev, clock := newTestRunner(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock.onSleep = func(d time.Duration) {
+		if d == 3*time.Second {
+			cancel() // the caller hangs up mid-hold
+		}
+	}
+	_, err := r.Run(ctx, Batch{{Kind: KindHoldKey, Keys: []string{"shift", "a"}, Duration: 3 * time.Second}}, RunOptions{Space: native})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	assertFrames(t, dev.Frames(),
+		[]Event{key("shift", true), key("a", true)},
+		[]Event{key("a", false), key("shift", false)},
+	)
+	if _, k := r.Held(); len(k) != 0 {
+		t.Errorf("keys still held: %v", k)
+	}
+}
+
+func TestModifiersReleasedWhenContextEndsMidClick(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev.block = func(bctx context.Context, ev []Event) error {
+		if ev[0].Kind == ButtonEvent && ev[0].Down {
+			cancel()
+			return bctx.Err()
+		}
+		return nil
+	}
+	_, err := r.Run(ctx, Batch{{Kind: KindClick, At: &Point{3, 4}, Modifiers: []string{"alt"}}}, RunOptions{Space: native})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	frames := dev.Frames()
+	if len(frames) < 2 {
+		t.Fatalf("frames:\n%s", framesString(frames))
+	}
+	// The press may have reached the guest: release it, then the modifier.
+	assertFrames(t, frames[len(frames)-2:], []Event{btn("left", false)}, []Event{key("alt", false)})
+	if b, k := r.Held(); len(b) != 0 || len(k) != 0 {
+		t.Errorf("still held: buttons %v keys %v", b, k)
+	}
+}
+
+func TestMouseDownUpAndCursorAcrossBatches(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindMouseDown, At: &Point{5, 6}}}, RunOptions{})
+	if b, _ := r.Held(); !equalSlices(b, []string{"left"}) {
+		t.Fatalf("held buttons = %v, want [left]", b)
+	}
+	run(t, r, Batch{{Kind: KindMove, At: &Point{50, 60}}}, RunOptions{})
+	run(t, r, Batch{{Kind: KindMouseUp}}, RunOptions{})
+	res := run(t, r, Batch{{Kind: KindCursorPosition}}, RunOptions{})
+	if c := res.Results[0].Cursor; c == nil || *c != (Point{50, 60}) {
+		t.Errorf("cursor = %v, want (50, 60)", c)
+	}
+	assertFrames(t, dev.Frames(),
+		[]Event{mv(5, 6)}, []Event{btn("left", true)},
+		[]Event{mv(50, 60)},
+		[]Event{btn("left", false)},
+	)
+	if b, _ := r.Held(); len(b) != 0 {
+		t.Errorf("held buttons = %v after mouse_up", b)
+	}
+}
+
+func TestCursorPositionUnknownIsAnError(t *testing.T) {
+	r, _, _ := newTestRunner(t, nil)
+	_, err := r.Run(context.Background(), Batch{{Kind: KindCursorPosition}}, RunOptions{Space: native})
+	if err == nil || !strings.Contains(err.Error(), "not known") {
+		t.Errorf("err = %v, want cursor position not known", err)
+	}
+	r.NotePointer(Point{7, 8})
+	res := run(t, r, Batch{{Kind: KindCursorPosition}}, RunOptions{})
+	if c := res.Results[0].Cursor; c == nil || *c != (Point{7, 8}) {
+		t.Errorf("cursor = %v after NotePointer(7, 8)", c)
+	}
+}
+
+func TestScrollNotchesAreWheelPressReleasePairs(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindScroll, At: &Point{100, 200}, DY: -2, DX: 1}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		[]Event{mv(100, 200)},
+		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
+		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
+		[]Event{btn("wheel-right", true)}, []Event{btn("wheel-right", false)},
+	)
+}
+
+func TestDragPaths(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{1, 2}, {3, 4}, {5, 6}}}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		[]Event{mv(1, 2)}, []Event{btn("left", true)},
+		[]Event{mv(3, 4)}, []Event{mv(5, 6)},
+		[]Event{btn("left", false)},
+	)
+
+	r, dev, _ = newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{9, 9}}}}, RunOptions{})
+	assertFrames(t, dev.Frames(), // from wherever the pointer is
+		[]Event{btn("left", true)}, []Event{mv(9, 9)}, []Event{btn("left", false)},
+	)
+}
+
+func TestKeyChordAndRepeat(t *testing.T) {
+	r, dev, clock := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindKey, Chord: "ctrl+shift+t", Repeat: 3}}, RunOptions{})
+	assertFrames(t, dev.Frames(), tap("ctrl", "shift", "t"), tap("ctrl", "shift", "t"), tap("ctrl", "shift", "t"))
+	if n := len(clock.Sleeps()); n != 2 {
+		t.Errorf("%d sleeps, want 2 intervals between 3 keystrokes", n)
+	}
+}
+
+func TestChordTooLongForThePS2QueueIsSplit(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindKey, Chord: "ctrl+alt+shift+super+Delete"}}, RunOptions{})
+	assertFrames(t, dev.Frames(),
+		[]Event{key("ctrl", true), key("alt", true), key("shift", true), key("meta_l", true), key("delete", true)},
+		[]Event{key("delete", false), key("meta_l", false), key("shift", false), key("alt", false), key("ctrl", false)},
+	)
+}
+
+func TestWaitUsesTheRequestedDuration(t *testing.T) {
+	r, dev, clock := newTestRunner(t, nil)
+	run(t, r, Batch{{Kind: KindWait, Duration: 1500 * time.Millisecond}}, RunOptions{})
+	if got := clock.Sleeps(); len(got) != 1 || got[0] != 1500*time.Millisecond {
+		t.Errorf("sleeps = %v, want [1.5s]", got)
+	}
+	if len(dev.Frames()) != 0 {
+		t.Error("wait sent input")
+	}
+}
+
+func TestTrailingScreenshotAndCaptureHook(t *testing.T) {
+	r, _, _ := newTestRunner(t, nil)
+	res := run(t, r, Batch{{Kind: KindMove, At: &Point{1, 1}}}, RunOptions{})
+	if res.Screenshot {
+		t.Error("a move alone should not want a screenshot")
+	}
+	res = run(t, r, Batch{{Kind: KindMove, At: &Point{1, 1}}}, RunOptions{Screenshot: true})
+	if !res.Screenshot || res.Zoom != nil {
+		t.Errorf("Screenshot option: got %+v", res)
+	}
+
+	var captured []int
+	var regions []*Rect
+	res = run(t, r, Batch{
+		{Kind: KindScreenshot},
+		{Kind: KindZoom, Region: &Rect{0, 0, 10, 10}},
+		{Kind: KindClick},
+		{Kind: KindScreenshot},
+	}, RunOptions{Capture: func(ctx context.Context, i int, region *Rect) error {
+		captured = append(captured, i)
+		regions = append(regions, region)
+		return nil
+	}})
+	if !equalSlices(captured, []int{0, 1}) {
+		t.Errorf("captured %v, want the two mid-batch ones [0 1]", captured)
+	}
+	if regions[0] != nil || regions[1] == nil || *regions[1] != (Rect{0, 0, 10, 10}) {
+		t.Errorf("regions %v", regions)
+	}
+	if !res.Screenshot || res.Zoom != nil {
+		t.Errorf("a batch ending in screenshot: got Screenshot=%v Zoom=%v", res.Screenshot, res.Zoom)
+	}
+	if r := res.Results[1].Region; r == nil || *r != (Rect{0, 0, 10, 10}) {
+		t.Errorf("zoom result region = %v", r)
+	}
+}
+
+func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	dev.block = func(ctx context.Context, ev []Event) error {
+		if ev[0].Kind == MoveEvent && ev[0].X == 1 {
+			started <- struct{}{}
+			<-release
+		}
+		return nil
+	}
+	done := make(chan int, 4)
+	go func() {
+		run(t, r, Batch{{Kind: KindMove, At: &Point{1, 0}}}, RunOptions{})
+		done <- 1
+	}()
+	<-started
+
+	waitQueued := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r.queue.mu.Lock()
+			got := len(r.queue.waiters)
+			r.queue.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batches queued, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := 2; i <= 3; i++ {
+		go func() {
+			run(t, r, Batch{{Kind: KindMove, At: &Point{i, 0}}}, RunOptions{})
+			done <- i
+		}()
+		waitQueued(i - 1)
+	}
+	// A batch whose context ends while queued leaves without running.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, Batch{{Kind: KindMove, At: &Point{4, 0}}}, RunOptions{Space: native})
+		gaveUp <- err
+	}()
+	waitQueued(3)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued batch with ended context: err = %v", err)
+	}
+	waitQueued(2)
+	close(release)
+	for range 3 {
+		<-done
+	}
+	assertFrames(t, dev.Frames(), []Event{mv(1, 0)}, []Event{mv(2, 0)}, []Event{mv(3, 0)})
+}
+
+func TestGuestErrorFailsTheAction(t *testing.T) {
+	guest := &recordingGuest{err: errors.New("agent not running")}
+	r, _, _ := newTestRunner(t, guest)
+	_, err := r.Run(context.Background(), Batch{{Kind: KindType, Text: "ü"}}, RunOptions{Space: native})
+	if err == nil || !strings.Contains(err.Error(), "type through the guest") {
+		t.Errorf("err = %v, want the guest failure", err)
+	}
+}
+
+func TestNewRunnerNeedsADevice(t *testing.T) {
+	if _, err := NewRunner(RunnerConfig{}); err == nil {
+		t.Error("NewRunner without a device succeeded")
+	}
+	if _, err := NewRunner(RunnerConfig{Device: &recordingDevice{}, KeystrokeInterval: -1}); err == nil {
+		t.Error("NewRunner with a negative interval succeeded")
+	}
+}
+
+func TestActionResultJSON(t *testing.T) {
+	b, err := ActionResult{Index: 2, Kind: KindCursorPosition, Status: StatusOK, Elapsed: 1500 * time.Microsecond, Cursor: &Point{3, 4}}.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"action":"cursor_position","cursor":{"x":3,"y":4},"elapsed_ms":1.5,"index":2,"status":"ok"}`
+	if string(b) != want {
+		t.Errorf("got %s\nwant %s", b, want)
+	}
+}
+
+func equalSlices[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
