@@ -9,6 +9,7 @@ import (
 	"image/draw"
 	"image/jpeg"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -194,7 +195,11 @@ func joinJPEGBands(dst []byte, bands [][]byte, height, mcusPerBand int) ([]byte,
 	if err != nil {
 		return dst, err
 	}
-	out := append(dst, first.header...)
+	size := len(first.header) + 6 + len(first.sos) + 2
+	for _, b := range bands {
+		size += len(b) // scans plus their markers, within each band's headers
+	}
+	out := append(slices.Grow(dst, size), first.header...)
 	binary.BigEndian.PutUint16(out[len(dst)+first.sofHeight:], uint16(height))
 	out = append(out, 0xff, markerDRI, 0, 4)
 	out = binary.BigEndian.AppendUint16(out, uint16(mcusPerBand))

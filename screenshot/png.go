@@ -12,6 +12,7 @@ import (
 	"image/draw"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/flate"
@@ -86,6 +87,8 @@ type pngSource struct {
 	width, height int
 	premultiplied bool
 }
+
+const pngSignature = "\x89PNG\r\n\x1a\n"
 
 var errPNGSize = errors.New("png: image too large or empty")
 
@@ -170,11 +173,17 @@ func (e *PNGEncoder) encode(dst []byte, src pngSource, layout pixelLayout) (out 
 		}
 	}
 
+	size := len(pngSignature) + 3*12 + 13 + 2 + 4 + 12*(len(work)-1) // chunks' framing and payloads
+	for _, b := range work {
+		size += b.out.Len()
+	}
+	dst = slices.Grow(dst, size)
+
 	colorType := byte(2) // truecolour
 	if layout != layoutRGB {
 		colorType = 6 // truecolour with alpha
 	}
-	dst = append(dst, "\x89PNG\r\n\x1a\n"...)
+	dst = append(dst, pngSignature...)
 	var ihdr [13]byte
 	binary.BigEndian.PutUint32(ihdr[0:], uint32(src.width))
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(src.height))
