@@ -1,0 +1,119 @@
+// Package desktop is warmdesk's domain: a Desktop and its states, the
+// Manager that owns every desktop's lifetime, the Driver interface that real
+// hypervisor drivers implement, snapshot manifests, and the errors callers can
+// test for. It imports only the standard library.
+package desktop
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// State is where a desktop is in its life.
+type State string
+
+// The states of a desktop. Transitions between them are checked by
+// CanTransition, in one place.
+const (
+	StateCreating   State = "creating"
+	StateRunning    State = "running"
+	StatePaused     State = "paused"
+	StateHibernated State = "hibernated"
+	StateStopping   State = "stopping"
+	StateFailed     State = "failed"
+	StateDeleted    State = "deleted"
+)
+
+// transitions lists, for each state, the states it may move to.
+var transitions = map[State][]State{
+	StateCreating:   {StateRunning, StateFailed, StateStopping},
+	StateRunning:    {StatePaused, StateHibernated, StateStopping, StateFailed},
+	StatePaused:     {StateRunning, StateHibernated, StateStopping, StateFailed},
+	StateHibernated: {StateRunning, StateStopping, StateFailed},
+	StateFailed:     {StateStopping},
+	StateStopping:   {StateDeleted, StateFailed},
+	StateDeleted:    nil,
+}
+
+// CanTransition reports whether a desktop in state from may move to state to.
+func CanTransition(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Live reports whether a desktop in this state has a hypervisor process.
+func (s State) Live() bool { return s == StateRunning || s == StatePaused }
+
+// Holds reports whether a desktop in this state still holds resources
+// (memory reservation, files) that count against the host's caps.
+func (s State) Holds() bool {
+	return s == StateCreating || s == StateRunning || s == StatePaused
+}
+
+// Resources are what one desktop may use. CPUs and memory are fixed by the
+// snapshot it restores from (a memory image restores only into a machine of
+// the same shape); DiskMiB caps how far its copy-on-write disk may grow.
+type Resources struct {
+	CPUs      int `json:"cpus"`
+	MemoryMiB int `json:"memory_mib"`
+	DiskMiB   int `json:"disk_mib"`
+}
+
+// Controller says who may drive a desktop's input.
+type Controller string
+
+// Either an agent (through the API) or a person (through the viewer) is in
+// control of a desktop at any moment.
+const (
+	ControlAgent  Controller = "agent"
+	ControlPerson Controller = "person"
+)
+
+// Control is the current holder of a desktop's input.
+type Control struct {
+	Holder Controller `json:"holder"`
+	// By names the person holding control, when Holder is ControlPerson.
+	By    string    `json:"by,omitempty"`
+	Since time.Time `json:"since"`
+}
+
+// Desktop is one desktop as the Manager records it.
+type Desktop struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Snapshot   string     `json:"snapshot"`
+	State      State      `json:"state"`
+	Reason     string     `json:"reason,omitempty"` // why it failed, when it did
+	Resources  Resources  `json:"resources"`
+	Network    bool       `json:"network"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt time.Time  `json:"last_used_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	ForkOf     string     `json:"fork_of,omitempty"`
+	Control    Control    `json:"control"`
+	// Driver names the driver that runs it; Machine is that driver's record
+	// of the running machine, opaque to the Manager, enough to reattach
+	// after a restart or to clean up.
+	Driver  string          `json:"driver"`
+	Machine json.RawMessage `json:"machine,omitempty"`
+	// Uses lists the snapshots this desktop's disk and memory depend on, so
+	// none of them is removed while it lives.
+	Uses []string `json:"uses,omitempty"`
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidName checks a snapshot or desktop name: lowercase letters, digits,
+// '.', '_' and '-', starting with a letter or digit, at most 63 characters.
+func ValidName(kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%w: %s name %q: use 1 to 63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, kind, name)
+	}
+	return nil
+}

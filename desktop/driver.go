@@ -1,0 +1,139 @@
+package desktop
+
+import (
+	"context"
+	"encoding/json"
+	"image"
+	"net"
+)
+
+// Driver runs machines on one kind of hypervisor: QEMU processes directly
+// (desktop/qemu) or through libvirtd (desktop/libvirt). The Manager owns
+// every desktop's lifetime; a driver only does what it is told, and every
+// machine it starts can be found again from its Record after hostd restarts.
+type Driver interface {
+	// Name is the driver's name, recorded with each desktop ("qemu", "libvirt").
+	Name() string
+	// Shape is the machine shape this host restores into (QEMU build and
+	// accelerator); snapshots baked with another are refused.
+	Shape() MachineShape
+	// Boot cold-boots a guest image into a template machine whose RAM is a
+	// shared file, so that Snapshot can save it. Only for baking.
+	Boot(ctx context.Context, spec BootSpec) (Machine, error)
+	// Restore starts a machine from a snapshot, or wakes a hibernated one.
+	Restore(ctx context.Context, spec RestoreSpec) (Machine, error)
+	// Attach finds a machine again after a restart of hostd, from its record.
+	// It fails with ErrNotFound when the machine is gone.
+	Attach(ctx context.Context, record json.RawMessage) (Machine, error)
+	// Cleanup removes what a machine that is gone left behind (files,
+	// hypervisor definitions), from its record.
+	Cleanup(ctx context.Context, record json.RawMessage) error
+}
+
+// Warmer is implemented by drivers that keep pre-spawned machines per
+// snapshot, so a create is only the restore.
+type Warmer interface {
+	// Warm keeps n machines ready for snapshot s (0 stops warming it).
+	Warm(s Snapshot, n int)
+	// PoolSize reports how many are ready now.
+	PoolSize(snapshot string) int
+}
+
+// BootSpec describes a cold boot of a guest image for baking.
+type BootSpec struct {
+	Name      string
+	Image     BootImage
+	CPUs      int
+	MemoryMiB int
+	// Dir receives the snapshot files (memory, disk overlay) as the machine
+	// runs; Snapshot later adds the device state.
+	Dir string
+	// ConsoleLine is called with each line the guest writes on its serial
+	// console (the guest reports readiness there).
+	ConsoleLine func(line string)
+}
+
+// BootImage is a bootable guest: kernel, initramfs and root disk.
+type BootImage struct {
+	Ref     ImageRef
+	Kernel  string
+	Initrd  string
+	Disk    string // qcow2 base disk; the machine writes to an overlay on it
+	Cmdline string
+	Width   int
+	Height  int
+}
+
+// RestoreSpec describes a machine to start from a snapshot.
+type RestoreSpec struct {
+	// ID names the desktop; drivers use it in their paths and definitions.
+	ID       string
+	Snapshot Snapshot
+	// Hibernated, when set, is the record a Hibernate returned: the machine
+	// wakes from its own full saved state instead of the snapshot's.
+	Hibernated json.RawMessage
+	Network    bool
+	DiskMiB    int
+}
+
+// Machine is one running (or paused) virtual machine.
+type Machine interface {
+	// Record is what Attach and Cleanup need to find this machine again.
+	Record() json.RawMessage
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	// Hibernate writes the full state to disk and ends the process. The
+	// returned record wakes it through Driver.Restore.
+	Hibernate(ctx context.Context) (json.RawMessage, error)
+	// Snapshot writes a golden snapshot of this machine into dir (the
+	// FileMemory, FileState and FileDisk files) and reports its shape. A
+	// machine from Driver.Boot ends afterwards (resuming a template would
+	// corrupt every clone); any other keeps running on a new disk overlay
+	// layered on the snapshot's disk.
+	Snapshot(ctx context.Context, dir string) (MachineShape, error)
+	// Destroy ends the process and removes every file the machine owned.
+	Destroy(ctx context.Context) error
+	// Exited is closed when the machine's process ends for any reason;
+	// ExitReason then says why (exit status, last lines of its log).
+	Exited() <-chan struct{}
+	ExitReason() string
+
+	// SendInput delivers one synchronised frame of input events.
+	SendInput(ctx context.Context, events []InputEvent) error
+	// Screendump asks the hypervisor for a picture of the screen.
+	Screendump(ctx context.Context) (image.Image, error)
+	// Agent is the guest agent channel.
+	Agent() GuestAgent
+	// DialVNC opens a new connection to the machine's VNC server.
+	DialVNC(ctx context.Context) (net.Conn, error)
+	// Pid is the hypervisor process id, for memory accounting.
+	Pid() int
+}
+
+// GuestAgent sends qemu-guest-agent commands (QGA's JSON protocol).
+type GuestAgent interface {
+	// Call runs one command; args and result are JSON-encoded values (either
+	// may be nil). It fails with ErrUnavailable when the agent does not answer
+	// before ctx ends.
+	Call(ctx context.Context, command string, args, result any) error
+}
+
+// InputKind says what an InputEvent does.
+type InputKind int
+
+// Input event kinds, after QEMU's input-send-event.
+const (
+	InputKey InputKind = iota + 1
+	InputButton
+	InputMove
+)
+
+// InputEvent is one low-level input event: keys by QEMU qcode, buttons by
+// QEMU InputButton name, moves as absolute native pixels.
+type InputEvent struct {
+	Kind   InputKind
+	Key    string
+	Button string
+	Down   bool
+	X, Y   int
+}

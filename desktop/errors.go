@@ -1,0 +1,46 @@
+package desktop
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test with errors.Is; web/ maps them to HTTP
+// statuses. Every error carries a message saying what was wrong and what to
+// do; the sentinel only classifies it.
+var (
+	// ErrNotFound: no desktop or snapshot by that id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: a request value is malformed or out of range.
+	ErrInvalid = errors.New("invalid request")
+	// ErrConflict: the request is illegal in the desktop's current state
+	// (resume a running desktop, fork a hibernated one, remove a snapshot in
+	// use).
+	ErrConflict = errors.New("conflict")
+	// ErrCapacity: the host-wide cap on desktops or memory would be exceeded.
+	ErrCapacity = errors.New("over capacity")
+	// ErrMismatch: a snapshot was made by another QEMU build, machine type,
+	// device list or accelerator than this host would restore it with, or
+	// its files do not match their checksums.
+	ErrMismatch = errors.New("snapshot mismatch")
+	// ErrUnavailable: a dependency (QEMU, libvirtd, the guest agent) did not
+	// answer in time.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrControlled: a person holds control of the desktop, so agent input
+	// is refused until they hand it back.
+	ErrControlled = errors.New("a person is in control")
+)
+
+// TransitionError is returned for an illegal state transition.
+type TransitionError struct {
+	ID     string
+	From   State
+	Action string
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("cannot %s desktop %s: it is %s", e.Action, e.ID, e.From)
+}
+
+// Unwrap makes a TransitionError an ErrConflict.
+func (e *TransitionError) Unwrap() error { return ErrConflict }

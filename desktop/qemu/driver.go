@@ -1,0 +1,424 @@
+// Package qemu is the desktop.Driver that runs QEMU processes directly and
+// talks to them over QMP: copy-on-write restores from golden snapshots (with
+// a warm pool of pre-spawned processes), hibernation, snapshots of running
+// machines, and supervision that survives restarts of hostd.
+package qemu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+)
+
+// Options configure the driver.
+type Options struct {
+	// Binary is the emulator; default qemu-system-x86_64 from PATH.
+	Binary string
+	// QemuImg is qemu-img; default from PATH.
+	QemuImg string
+	// RunDir holds each machine's sockets; DataDir its disks and logs.
+	RunDir, DataDir string
+	// Accel is "auto" (default), "kvm" or "tcg".
+	Accel string
+	// ProbeKernel, when set, is a guest kernel that auto-detection boots
+	// under KVM for a few seconds to prove KVM really runs a guest.
+	ProbeKernel string
+	// NoSandbox turns QEMU's seccomp sandbox off (for debugging only).
+	NoSandbox bool
+	Logger    *slog.Logger
+}
+
+// Driver runs desktops as QEMU processes.
+type Driver struct {
+	opts  Options
+	log   *slog.Logger
+	shape desktop.MachineShape
+	pool  *pool
+}
+
+var _ desktop.Driver = (*Driver)(nil)
+var _ desktop.Warmer = (*Driver)(nil)
+
+// Name is "qemu".
+func (d *Driver) Name() string { return "qemu" }
+
+// New finds QEMU, identifies its build, chooses the accelerator and starts
+// the warm pool (stopped by Close).
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if opts.Binary, err = findTool(opts.Binary, "qemu-system-x86_64", "qemu-system-x86"); err != nil {
+		return nil, err
+	}
+	if opts.QemuImg, err = findTool(opts.QemuImg, "qemu-img", "qemu-utils"); err != nil {
+		return nil, err
+	}
+	if opts.RunDir == "" || opts.DataDir == "" {
+		return nil, errors.New("qemu driver: RunDir and DataDir are required")
+	}
+	for _, dir := range []string{opts.RunDir, opts.DataDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("qemu driver: %w", err)
+		}
+	}
+	d := &Driver{opts: opts, log: opts.Logger}
+	if d.shape, err = hostShape(ctx, opts); err != nil {
+		return nil, err
+	}
+	d.log.Info("qemu driver ready", "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
+	d.pool = newPool(d)
+	d.cleanPoolLeftovers(ctx)
+	return d, nil
+}
+
+// Close stops the warm pool and ends its processes. Desktops keep running.
+func (d *Driver) Close() { d.pool.close() }
+
+// Shape is this host's QEMU build, accelerator, machine type and CPU model.
+func (d *Driver) Shape() desktop.MachineShape { return d.shape }
+
+// Binary is the emulator path.
+func (d *Driver) Binary() string { return d.opts.Binary }
+
+// findTool resolves a host tool, or says which Debian package provides it.
+func findTool(path, name, pkg string) (string, error) {
+	if path == "" {
+		path = name
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return "", fmt.Errorf("%s not found: install the Debian package %s (apt-get install %s)", name, pkg, pkg)
+	}
+	return p, nil
+}
+
+// hostShape identifies the QEMU build (version and the binary's sha256) and
+// resolves the machine type alias, so manifests name exact versions.
+func hostShape(ctx context.Context, opts Options) (desktop.MachineShape, error) {
+	var s desktop.MachineShape
+	out, err := exec.CommandContext(ctx, opts.Binary, "-version").Output()
+	if err != nil {
+		return s, fmt.Errorf("qemu -version: %w", err)
+	}
+	if s.QEMUVersion, err = parseVersion(string(out)); err != nil {
+		return s, err
+	}
+	if s.QEMUSHA256, err = sha256File(opts.Binary); err != nil {
+		return s, err
+	}
+	out, err = exec.CommandContext(ctx, opts.Binary, "-machine", "help").Output()
+	if err != nil {
+		return s, fmt.Errorf("qemu -machine help: %w", err)
+	}
+	if s.Type, err = resolveMachineAlias(string(out), "q35"); err != nil {
+		return s, err
+	}
+	accel, why, err := detectAccel(ctx, opts)
+	if err != nil {
+		return s, err
+	}
+	opts.Logger.Info("accelerator chosen", "accel", accel, "why", why)
+	s.Accel = accel
+	s.CPU = "max"
+	if accel == "kvm" {
+		s.CPU = "host"
+	}
+	return s, nil
+}
+
+// parseVersion takes "7.2.22" out of `qemu-system-x86_64 -version`.
+func parseVersion(out string) (string, error) {
+	const marker = "QEMU emulator version "
+	i := strings.Index(out, marker)
+	if i < 0 {
+		return "", fmt.Errorf("qemu -version: unexpected output %.80q", out)
+	}
+	f := strings.Fields(out[i+len(marker):])
+	if len(f) == 0 {
+		return "", fmt.Errorf("qemu -version: unexpected output %.80q", out)
+	}
+	return f[0], nil
+}
+
+// resolveMachineAlias finds what an alias such as q35 stands for in
+// `-machine help` ("q35  Standard PC (Q35 + ICH9, 2009) (alias of pc-q35-7.2)").
+func resolveMachineAlias(help, alias string) (string, error) {
+	for _, line := range strings.Split(help, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != alias {
+			continue
+		}
+		const marker = "(alias of "
+		if i := strings.Index(line, marker); i >= 0 {
+			rest := line[i+len(marker):]
+			if j := strings.IndexByte(rest, ')'); j > 0 {
+				return rest[:j], nil
+			}
+		}
+		return alias, nil
+	}
+	return "", fmt.Errorf("qemu has no %s machine type", alias)
+}
+
+func sha256File(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// checkSnapshot refuses a snapshot this host cannot restore.
+func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
+	diffs := s.Manifest.Machine.Mismatch(d.shape)
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: snapshot %s cannot be restored here: %s; re-bake it on this host (hostd snapshot rm %s && hostd snapshot bake --image %s --name %s)",
+		desktop.ErrMismatch, s.Name, strings.Join(diffs, "; "), s.Name, s.Manifest.Image.Name, s.Name)
+}
+
+// machineDirs makes the per-machine directories, 0700.
+func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
+	runDir = filepath.Join(d.opts.RunDir, id)
+	dataDir = filepath.Join(d.opts.DataDir, id)
+	for _, dir := range []string{runDir, dataDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			os.RemoveAll(runDir)
+			return "", "", fmt.Errorf("machine directory: %w", err)
+		}
+	}
+	return runDir, dataDir, nil
+}
+
+// start spawns QEMU for rec and connects its monitor. cfg customises the
+// command line (memory, boot, incoming). On failure nothing is left behind
+// but rec's directories, which the caller removes.
+func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*Machine, error) {
+	qmpPath := rec.path("qmp.sock")
+	listener, err := listenUnix(qmpPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg := Config{
+		Binary:     d.opts.Binary,
+		Name:       rec.ID,
+		Shape:      rec.Shape,
+		Disk:       rec.Disk,
+		MonitorFD:  3, // the first of ExtraFiles
+		VNC:        rec.path("vnc.sock"),
+		Agent:      rec.path("qga.sock"),
+		Console:    rec.path("console.sock"),
+		ConsoleLog: rec.path("console.log"),
+		Network:    rec.Network,
+		Sandbox:    !d.opts.NoSandbox,
+	}
+	custom(&cfg)
+	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.path("qemu.log"))
+	listener.Close()
+	if err != nil {
+		return nil, err
+	}
+	rec.Pid, rec.StartTime = proc.pid, proc.startTime
+	m, err := d.connect(ctx, rec, proc)
+	if err != nil {
+		killCtx, cancel := deadline(context.WithoutCancel(ctx), 5*time.Second)
+		proc.kill(killCtx)
+		cancel()
+		return nil, err
+	}
+	return m, nil
+}
+
+// connect opens the monitor of a running QEMU. The monitor socket was bound
+// before QEMU started, so the connection is queued at once and the greeting
+// arrives when QEMU is ready: no polling for the socket.
+func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machine, error) {
+	ctx, cancel := deadline(ctx, 30*time.Second)
+	defer cancel()
+	type result struct {
+		c   *qmp.Client
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := qmp.Dial(ctx, rec.path("qmp.sock"))
+		res <- result{c, err}
+	}()
+	var r result
+	select {
+	case r = <-res:
+	case <-proc.done:
+		cancel()
+		<-res
+		return nil, fmt.Errorf("qemu exited at start: %s", proc.Reason())
+	}
+	if r.err != nil {
+		select {
+		case <-proc.done:
+			return nil, fmt.Errorf("qemu exited at start: %s", proc.Reason())
+		default:
+		}
+		return nil, fmt.Errorf("qemu monitor: %w", r.err)
+	}
+	m := &Machine{
+		drv:   d,
+		log:   d.log.With("machine", rec.ID),
+		proc:  proc,
+		rec:   rec,
+		qmp:   r.c,
+		agent: &agentConn{path: rec.path("qga.sock")},
+	}
+	return m, nil
+}
+
+// Boot cold-boots an image as a template whose RAM is a shared file in
+// spec.Dir, for baking (DESIGN.md, recipe step 1).
+func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine, error) {
+	id := desktop.NewID("bake-")
+	runDir, dataDir, err := d.machineDirs(id)
+	if err != nil {
+		return nil, err
+	}
+	disk := filepath.Join(spec.Dir, desktop.FileDisk)
+	if err := d.createOverlay(ctx, disk, spec.Image.Disk); err != nil {
+		removeMachineDirs(record{RunDir: runDir, DataDir: dataDir})
+		return nil, err
+	}
+	shape := d.shape
+	shape.CPUs, shape.MemoryMiB = spec.CPUs, spec.MemoryMiB
+	shape.Width, shape.Height = spec.Image.Width, spec.Image.Height
+	shape.Devices = DeviceArgs(spec.Image.Width, spec.Image.Height)
+	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: shape, Disk: disk, DiskNode: diskNodeID, Template: true}
+	m, err := d.start(ctx, rec, func(c *Config) {
+		c.Memory = Memory{Path: filepath.Join(spec.Dir, desktop.FileMemory), Share: true}
+		c.Boot = &Boot{Kernel: spec.Image.Kernel, Initrd: spec.Image.Initrd, Cmdline: spec.Image.Cmdline}
+	})
+	if err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	if spec.ConsoleLine != nil {
+		if err := m.watchConsole(context.WithoutCancel(ctx), spec.ConsoleLine); err != nil {
+			m.Destroy(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// createOverlay makes a qcow2 overlay on a backing qcow2.
+func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
+	out, err := exec.CommandContext(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create disk overlay: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Restore starts a copy-on-write clone of a snapshot, from the warm pool
+// when one is ready; or wakes a hibernated machine.
+func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop.Machine, error) {
+	if spec.Hibernated != nil {
+		return d.wake(ctx, spec)
+	}
+	if err := d.checkSnapshot(spec.Snapshot); err != nil {
+		return nil, err
+	}
+	var m *Machine
+	if !spec.Network {
+		m = d.pool.take(spec.Snapshot)
+	}
+	if m == nil {
+		var err error
+		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot, spec.Network); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true); err != nil {
+		m.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return m, nil
+}
+
+// spawnClone starts QEMU for a clone of s, waiting for migrate-incoming.
+func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot, network bool) (*Machine, error) {
+	runDir, dataDir, err := d.machineDirs(id)
+	if err != nil {
+		return nil, err
+	}
+	rec := record{
+		ID: id, RunDir: runDir, DataDir: dataDir, Snapshot: s.Name,
+		Shape: s.Manifest.Machine, Disk: filepath.Join(dataDir, "disk-0.qcow2"), DiskNode: diskNodeID, Network: network,
+	}
+	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	m, err := d.start(ctx, rec, func(c *Config) {
+		c.Memory = Memory{Path: s.Path(desktop.FileMemory), Share: false}
+		c.Incoming = true
+	})
+	if err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	return m, nil
+}
+
+// Attach finds a machine again after hostd restarted.
+func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machine, error) {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, fmt.Errorf("%w: machine record: %w", desktop.ErrInvalid, err)
+	}
+	if rec.Hibernated {
+		return nil, fmt.Errorf("%w: machine %s is hibernated", desktop.ErrConflict, rec.ID)
+	}
+	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.path("qemu.log"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: machine %s: %w", desktop.ErrNotFound, rec.ID, err)
+	}
+	return d.connect(ctx, rec, proc)
+}
+
+// Cleanup ends a machine's process if it still runs and removes its files.
+func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return fmt.Errorf("%w: machine record: %w", desktop.ErrInvalid, err)
+	}
+	if rec.Pid > 0 {
+		if proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.path("qemu.log")); err == nil {
+			if err := proc.kill(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return removeMachineDirs(rec)
+}

@@ -1,0 +1,233 @@
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// pool keeps QEMU processes spawned ahead per snapshot, each waiting with
+// -incoming defer and its own disk overlay, so a create is only the QMP
+// restore. It refills in the background, one spawn at a time so it never
+// starves running desktops of CPU, and never blocks a create: an empty pool
+// means Restore spawns directly.
+type pool struct {
+	d      *Driver
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{}
+	done   chan struct{}
+
+	mu      sync.Mutex
+	targets map[string]poolTarget
+	ready   map[string][]*Machine
+}
+
+type poolTarget struct {
+	snap desktop.Snapshot
+	n    int
+}
+
+// poolMarker marks a run directory as a pool machine's; a pool machine that
+// a previous hostd left behind is ended at start.
+const poolMarker = "pooled.json"
+
+// retryAfter spaces refills after a failed spawn (a full disk, a broken
+// snapshot), so a persistent fault does not spin.
+const retryAfter = 5 * time.Second
+
+func newPool(d *Driver) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pool{
+		d: d, ctx: ctx, cancel: cancel,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		targets: map[string]poolTarget{},
+		ready:   map[string][]*Machine{},
+	}
+	go p.run()
+	return p
+}
+
+// Warm keeps n pre-spawned machines for snapshot s (0 stops).
+func (d *Driver) Warm(s desktop.Snapshot, n int) {
+	p := d.pool
+	p.mu.Lock()
+	var drop []*Machine
+	if n <= 0 {
+		delete(p.targets, s.Name)
+	} else {
+		p.targets[s.Name] = poolTarget{snap: s, n: n}
+	}
+	// Machines spawned for another bake under this name, or beyond n, go.
+	var keep []*Machine
+	for _, m := range p.ready[s.Name] {
+		if !sameSnapshot(m, s) || len(keep) >= n {
+			drop = append(drop, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	p.ready[s.Name] = keep
+	p.mu.Unlock()
+	p.destroy(drop)
+	p.signal()
+}
+
+// PoolSize reports how many machines are ready for a snapshot.
+func (d *Driver) PoolSize(snapshot string) int {
+	d.pool.mu.Lock()
+	defer d.pool.mu.Unlock()
+	return len(d.pool.ready[snapshot])
+}
+
+// take hands out a ready machine for s, or nil.
+func (p *pool) take(s desktop.Snapshot) *Machine {
+	p.mu.Lock()
+	defer func() { p.mu.Unlock(); p.signal() }()
+	list := p.ready[s.Name]
+	for len(list) > 0 {
+		m := list[0]
+		list = list[1:]
+		select {
+		case <-m.Exited():
+			continue // died while waiting; its files go with the next refill
+		default:
+		}
+		if !sameSnapshot(m, s) {
+			go m.Destroy(context.Background())
+			continue
+		}
+		p.ready[s.Name] = list
+		os.Remove(filepath.Join(m.rec.RunDir, poolMarker))
+		return m
+	}
+	p.ready[s.Name] = list
+	return nil
+}
+
+// sameSnapshot tells whether m was spawned for this very bake of s (a
+// snapshot removed and baked again under the same name has other files).
+func sameSnapshot(m *Machine, s desktop.Snapshot) bool {
+	return m.rec.Snapshot == s.Name && m.rec.Shape.QEMUSHA256 == s.Manifest.Machine.QEMUSHA256 &&
+		m.poolKey == poolKey(s)
+}
+
+func poolKey(s desktop.Snapshot) string {
+	return s.Manifest.Files[desktop.FileState].SHA256 + s.Manifest.CreatedAt.String()
+}
+
+func (p *pool) signal() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) run() {
+	defer close(p.done)
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.kick:
+		case <-retry:
+			retry = nil
+		}
+		for p.ctx.Err() == nil {
+			s, ok := p.needed()
+			if !ok {
+				break
+			}
+			m, err := p.d.spawnClone(p.ctx, desktop.NewID("pool-"), s, false)
+			if err != nil {
+				p.d.log.Warn("warm pool: spawn failed", "snapshot", s.Name, "err", err)
+				retry = time.After(retryAfter)
+				break
+			}
+			m.poolKey = poolKey(s)
+			marker, _ := json.Marshal(m.rec)
+			os.WriteFile(filepath.Join(m.rec.RunDir, poolMarker), marker, 0o600)
+			p.mu.Lock()
+			t, still := p.targets[s.Name]
+			if still && poolKey(t.snap) == m.poolKey && len(p.ready[s.Name]) < t.n {
+				p.ready[s.Name] = append(p.ready[s.Name], m)
+				m = nil
+			}
+			p.mu.Unlock()
+			if m != nil {
+				m.Destroy(context.Background())
+			}
+		}
+	}
+}
+
+// needed returns a snapshot whose pool is short, dropping dead machines.
+func (p *pool) needed() (desktop.Snapshot, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, t := range p.targets {
+		alive := p.ready[name][:0]
+		for _, m := range p.ready[name] {
+			select {
+			case <-m.Exited():
+				go removeMachineDirs(m.rec)
+			default:
+				alive = append(alive, m)
+			}
+		}
+		p.ready[name] = alive
+		if len(alive) < t.n {
+			return t.snap, true
+		}
+	}
+	return desktop.Snapshot{}, false
+}
+
+func (p *pool) destroy(ms []*Machine) {
+	for _, m := range ms {
+		m.Destroy(context.Background())
+	}
+}
+
+// close stops refilling and ends every pooled machine.
+func (p *pool) close() {
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	var all []*Machine
+	for name, list := range p.ready {
+		all = append(all, list...)
+		delete(p.ready, name)
+	}
+	p.mu.Unlock()
+	p.destroy(all)
+}
+
+// cleanPoolLeftovers ends pool machines a previous hostd left behind: no
+// desktop owns them.
+func (d *Driver) cleanPoolLeftovers(ctx context.Context) {
+	entries, err := os.ReadDir(d.opts.RunDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "pool-") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d.opts.RunDir, e.Name(), poolMarker))
+		if err != nil {
+			continue // handed to a desktop: the Manager owns it
+		}
+		if err := d.Cleanup(ctx, data); err != nil {
+			d.log.Warn("remove leftover pool machine", "dir", e.Name(), "err", err)
+		}
+	}
+}

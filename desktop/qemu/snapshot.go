@@ -1,0 +1,342 @@
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+)
+
+// saveTimeout bounds one save of a machine's state to a file or another
+// QEMU (the RAM of a 1 GiB guest moves in about a second here).
+const saveTimeout = 2 * time.Minute
+
+// Snapshot writes a golden snapshot of this machine into dir. A template
+// (from Boot) is saved as it is and ends (recipe step 2); a running desktop
+// is copied into a new template process and keeps running (recipe step 9).
+func (m *Machine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	rec := m.record()
+	if rec.Template {
+		return m.saveTemplate(ctx, dir)
+	}
+	return m.snapshotRunning(ctx, dir)
+}
+
+// saveTemplate stops a template, saves its device state without the shared
+// RAM (x-ignore-shared: the RAM is already in the memory file) and ends it.
+// The memory file and disk overlay are already in dir, where Boot put them.
+func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	rec := m.record()
+	if filepath.Dir(rec.Disk) != filepath.Clean(dir) {
+		return desktop.MachineShape{}, fmt.Errorf("%w: a template saves into the directory it booted with (%s)", desktop.ErrInvalid, filepath.Dir(rec.Disk))
+	}
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	if err := saveState(ctx, m.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	if err := m.quit(ctx); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	removeMachineDirs(record{RunDir: rec.RunDir, DataDir: rec.DataDir})
+	return rec.Shape, nil
+}
+
+// saveState migrates a stopped machine's state into a new file, handed over
+// as a descriptor, and syncs it.
+func saveState(ctx context.Context, c *qmp.Client, path string, ignoreShared bool) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := setCapabilities(ctx, c, ignoreShared); err != nil {
+		return err
+	}
+	if err := c.SendFD(ctx, "save", int(f.Fd())); err != nil {
+		return err
+	}
+	sub := c.Subscribe()
+	defer sub.Close()
+	if err := c.Execute(ctx, "migrate", map[string]string{"uri": "fd:save"}, nil); err != nil {
+		return err
+	}
+	if err := waitMigration(ctx, c, sub); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
+
+// quit ends QEMU through its monitor and waits for the process.
+func (m *Machine) quit(ctx context.Context) error {
+	m.agent.close()
+	m.qmp.Execute(ctx, "quit", nil, nil) // the connection may close before the answer
+	if err := m.proc.waitExit(ctx); err != nil {
+		return m.proc.kill(context.WithoutCancel(ctx))
+	}
+	m.qmp.Close()
+	return nil
+}
+
+// snapshotRunning turns a running (or paused) desktop into a new golden
+// snapshot in dir while it keeps running. Its RAM is a private mapping plus
+// its own dirty pages, so it is written out whole once: the desktop is
+// migrated into a new template process whose RAM is a fresh shared file in
+// dir, and that template is then saved like a baked one. Its disk overlay is
+// frozen into dir at the same instant, and the desktop goes on writing to a
+// new overlay layered on it.
+func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	rec := m.record()
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	size, err := m.diskVirtualSize(ctx)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	// The template process starts before the desktop pauses, to keep the
+	// pause short. Its disk is blank: it never runs, and clones will use
+	// the frozen overlay instead.
+	tmpl, err := m.drv.spawnTemplate(ctx, rec, filepath.Join(dir, desktop.FileMemory), size)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer tmpl.Destroy(context.WithoutCancel(ctx))
+
+	status, err := m.Status(ctx)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	wasRunning := status == "running"
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	resumed := false
+	resume := func() {
+		if wasRunning && !resumed {
+			resumed = true
+			if err := m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil); err != nil {
+				m.log.Error("resume after snapshot", "err", err)
+			}
+		}
+	}
+	defer resume()
+
+	if err := m.freezeDisk(ctx, filepath.Join(dir, desktop.FileDisk)); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := migrateInto(ctx, m.qmp, tmpl.qmp); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
+	}
+	resume()
+	if err := saveState(ctx, tmpl.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
+	}
+	if err := tmpl.quit(ctx); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	return rec.Shape, nil
+}
+
+// spawnTemplate starts a QEMU with the same devices as rec, RAM in a new
+// shared file, waiting for an incoming migration.
+func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath string, diskSize int64) (*Machine, error) {
+	id := desktop.NewID("tmpl-")
+	runDir, dataDir, err := d.machineDirs(id)
+	if err != nil {
+		return nil, err
+	}
+	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: src.Shape, Disk: filepath.Join(dataDir, "blank.qcow2"), DiskNode: diskNodeID, Template: true}
+	out, err := runTool(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", rec.Disk, fmt.Sprint(diskSize))
+	if err != nil {
+		removeMachineDirs(rec)
+		return nil, fmt.Errorf("template disk: %w: %s", err, out)
+	}
+	m, err := d.start(ctx, rec, func(c *Config) {
+		c.Memory = Memory{Path: memPath, Share: true}
+		c.Incoming = true
+	})
+	if err != nil {
+		removeMachineDirs(rec)
+		os.Remove(memPath)
+		return nil, err
+	}
+	return m, nil
+}
+
+// migrateInto moves a stopped machine's whole state (RAM included) into a
+// QEMU waiting with -incoming defer, over a socketpair handed to both.
+func migrateInto(ctx context.Context, src, dst *qmp.Client) error {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	if err := setCapabilities(ctx, dst, false); err != nil {
+		return err
+	}
+	if err := dst.SendFD(ctx, "in", fds[1]); err != nil {
+		return err
+	}
+	dstSub := dst.Subscribe()
+	defer dstSub.Close()
+	if err := dst.Execute(ctx, "migrate-incoming", map[string]string{"uri": "fd:in"}, nil); err != nil {
+		return err
+	}
+	if err := setCapabilities(ctx, src, false); err != nil {
+		return err
+	}
+	if err := src.SendFD(ctx, "out", fds[0]); err != nil {
+		return err
+	}
+	srcSub := src.Subscribe()
+	defer srcSub.Close()
+	if err := src.Execute(ctx, "migrate", map[string]string{"uri": "fd:out"}, nil); err != nil {
+		return err
+	}
+	if err := waitMigration(ctx, src, srcSub); err != nil {
+		return err
+	}
+	return waitMigration(ctx, dst, dstSub)
+}
+
+// freezeDisk makes the machine's current disk overlay read-only and part of
+// the snapshot (a hard link into dir, or a copy across filesystems), and
+// switches the machine to a new overlay on top of it.
+func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
+	rec := m.record()
+	if err := os.Link(rec.Disk, snapDisk); err != nil {
+		if !errors.Is(err, syscall.EXDEV) {
+			return fmt.Errorf("freeze disk: %w", err)
+		}
+		// The machine is stopped and QEMU flushed the overlay when it
+		// stopped, so the file is stable while it is copied.
+		if err := copySparse(rec.Disk, snapDisk); err != nil {
+			return fmt.Errorf("freeze disk: %w", err)
+		}
+	}
+	next := nextOverlayPath(rec.Disk)
+	node := nextNodeName(rec.DiskNode)
+	// The new overlay's backing is the machine's own (now frozen) file, by
+	// its own path, so the machine never depends on where the snapshot is.
+	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
+		os.Remove(snapDisk)
+		return err
+	}
+	add := map[string]any{
+		"driver": "qcow2", "node-name": node, "discard": "unmap",
+		"file":    map[string]any{"driver": "file", "filename": next},
+		"backing": nil,
+	}
+	if err := m.qmp.Execute(ctx, "blockdev-add", add, nil); err != nil {
+		os.Remove(next)
+		os.Remove(snapDisk)
+		return fmt.Errorf("freeze disk: %w", err)
+	}
+	if err := m.qmp.Execute(ctx, "blockdev-snapshot", map[string]string{"node": rec.DiskNode, "overlay": node}, nil); err != nil {
+		m.qmp.Execute(ctx, "blockdev-del", map[string]string{"node-name": node}, nil)
+		os.Remove(next)
+		os.Remove(snapDisk)
+		return fmt.Errorf("freeze disk: %w", err)
+	}
+	m.mu.Lock()
+	m.rec.Disk, m.rec.DiskNode = next, node
+	m.mu.Unlock()
+	return nil
+}
+
+// diskVirtualSize asks QEMU for the size of the disk the guest sees.
+func (m *Machine) diskVirtualSize(ctx context.Context) (int64, error) {
+	var nodes []struct {
+		NodeName string `json:"node-name"`
+		Image    struct {
+			VirtualSize int64 `json:"virtual-size"`
+		} `json:"image"`
+	}
+	if err := m.qmp.Execute(ctx, "query-named-block-nodes", map[string]bool{"flat": true}, &nodes); err != nil {
+		return 0, err
+	}
+	want := m.record().DiskNode
+	for _, n := range nodes {
+		if n.NodeName == want {
+			return n.Image.VirtualSize, nil
+		}
+	}
+	return 0, fmt.Errorf("disk node %s not found", want)
+}
+
+// Hibernate writes the whole machine state, RAM included, to its data
+// directory and ends QEMU. The desktop's RAM stops being shared with its
+// snapshot: a woken desktop owns all its memory.
+func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	status, err := m.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	path := m.rec.path("hibernate.state")
+	if err := saveState(ctx, m.qmp, path, false); err != nil {
+		os.Remove(path)
+		if status == "running" {
+			m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil)
+		}
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	if err := m.quit(ctx); err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	m.mu.Lock()
+	os.RemoveAll(m.rec.RunDir)
+	m.rec.Hibernated, m.rec.HibernateFile = true, path
+	m.rec.Pid, m.rec.StartTime = 0, 0
+	m.mu.Unlock()
+	return m.Record(), nil
+}
+
+// wake restores a hibernated machine from its own full state.
+func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Machine, error) {
+	var rec record
+	if err := json.Unmarshal(spec.Hibernated, &rec); err != nil || !rec.Hibernated {
+		return nil, fmt.Errorf("%w: not a hibernated machine's record", desktop.ErrInvalid)
+	}
+	if err := os.Mkdir(rec.RunDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	// Every layer above the first was frozen into a snapshot; QEMU opens the
+	// top one and finds the rest through its backing chain.
+	rec.DiskNode = diskNodeID
+	m, err := d.start(ctx, rec, func(c *Config) {
+		c.Memory = Memory{} // anonymous: the RAM comes from the saved state
+		c.Incoming = true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	if err := m.restore(ctx, rec.HibernateFile, false); err != nil {
+		// Keep the saved state: a later wake may succeed.
+		m.proc.kill(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	os.Remove(rec.HibernateFile)
+	m.mu.Lock()
+	m.rec.Hibernated, m.rec.HibernateFile = false, ""
+	m.mu.Unlock()
+	return m, nil
+}
