@@ -1,0 +1,202 @@
+package input
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// anthropicCases are computer tool inputs in the shapes of the tool's
+// published schema for computer_20241022, computer_20250124 and
+// computer_20251124, with their canonical translation. FuzzDecodeAnthropic
+// is seeded from them.
+var anthropicCases = []struct {
+	version string
+	body    string
+	want    Batch
+}{
+	{"20241022", `{"action":"key","text":"Return"}`, Batch{{Kind: KindKey, Chord: "Return"}}},
+	{"20241022", `{"action":"key","text":"ctrl+s"}`, Batch{{Kind: KindKey, Chord: "ctrl+s"}}},
+	{"20241022", `{"action":"type","text":"Hello, world!\n"}`, Batch{{Kind: KindType, Text: "Hello, world!\n"}}},
+	{"20241022", `{"action":"mouse_move","coordinate":[100,200]}`, Batch{{Kind: KindMove, At: &Point{100, 200}}}},
+	{"20241022", `{"action":"left_click"}`, Batch{{Kind: KindClick, Button: ButtonLeft, Count: 1}}},
+	{"20241022", `{"action":"left_click_drag","coordinate":[300,400]}`,
+		Batch{{Kind: KindDrag, Button: ButtonLeft, Path: []Point{{300, 400}}}}},
+	{"20241022", `{"action":"right_click"}`, Batch{{Kind: KindClick, Button: ButtonRight, Count: 1}}},
+	{"20241022", `{"action":"middle_click"}`, Batch{{Kind: KindClick, Button: ButtonMiddle, Count: 1}}},
+	{"20241022", `{"action":"double_click"}`, Batch{{Kind: KindClick, Button: ButtonLeft, Count: 2}}},
+	{"20241022", `{"action":"screenshot"}`, Batch{{Kind: KindScreenshot}}},
+	{"20241022", `{"action":"cursor_position"}`, Batch{{Kind: KindCursorPosition}}},
+	{"20250124", `{"action":"left_click","coordinate":[500,300],"text":"shift"}`,
+		Batch{{Kind: KindClick, At: &Point{500, 300}, Button: ButtonLeft, Count: 1, Modifiers: []string{"shift"}}}},
+	{"20250124", `{"action":"left_click","coordinate":[500,300],"text":"ctrl+shift"}`,
+		Batch{{Kind: KindClick, At: &Point{500, 300}, Button: ButtonLeft, Count: 1, Modifiers: []string{"ctrl", "shift"}}}},
+	{"20250124 demo", `{"action":"left_click","coordinate":[500,300],"key":"ctrl"}`,
+		Batch{{Kind: KindClick, At: &Point{500, 300}, Button: ButtonLeft, Count: 1, Modifiers: []string{"ctrl"}}}},
+	{"20250124", `{"action":"triple_click","coordinate":[10,10]}`,
+		Batch{{Kind: KindClick, At: &Point{10, 10}, Button: ButtonLeft, Count: 3}}},
+	{"20250124", `{"action":"left_click_drag","start_coordinate":[10,20],"coordinate":[30,40]}`,
+		Batch{{Kind: KindDrag, Button: ButtonLeft, Path: []Point{{10, 20}, {30, 40}}}}},
+	{"20250124", `{"action":"left_mouse_down"}`, Batch{{Kind: KindMouseDown, Button: ButtonLeft}}},
+	{"20250124", `{"action":"left_mouse_up","coordinate":[5,5]}`, Batch{{Kind: KindMouseUp, Button: ButtonLeft, At: &Point{5, 5}}}},
+	{"20250124", `{"action":"scroll","coordinate":[640,400],"scroll_direction":"down","scroll_amount":3}`,
+		Batch{{Kind: KindScroll, At: &Point{640, 400}, DY: 3}}},
+	{"20250124", `{"action":"scroll","coordinate":[640,400],"scroll_direction":"up","scroll_amount":5}`,
+		Batch{{Kind: KindScroll, At: &Point{640, 400}, DY: -5}}},
+	{"20250124", `{"action":"scroll","scroll_direction":"left","scroll_amount":2,"text":"shift"}`,
+		Batch{{Kind: KindScroll, DX: -2, Modifiers: []string{"shift"}}}},
+	{"20250124", `{"action":"scroll","coordinate":[1,1],"scroll_direction":"right","scroll_amount":1}`,
+		Batch{{Kind: KindScroll, At: &Point{1, 1}, DX: 1}}},
+	{"20250124", `{"action":"hold_key","text":"shift","duration":1}`,
+		Batch{{Kind: KindHoldKey, Keys: []string{"shift"}, Duration: time.Second}}},
+	{"20250124", `{"action":"hold_key","text":"ctrl+alt","duration":0.25}`,
+		Batch{{Kind: KindHoldKey, Keys: []string{"ctrl", "alt"}, Duration: 250 * time.Millisecond}}},
+	{"20250124", `{"action":"wait","duration":2}`, Batch{{Kind: KindWait, Duration: 2 * time.Second}}},
+	{"20250124 xdotool", `{"action":"key","text":"ctrl+a Delete"}`,
+		Batch{{Kind: KindKey, Chord: "ctrl+a"}, {Kind: KindKey, Chord: "Delete"}}},
+	{"20251124", `{"action":"zoom","region":[0,0,640,400]}`, Batch{{Kind: KindZoom, Region: &Rect{0, 0, 640, 400}}}},
+	{"20251124", `{"action":"left_click","coordinate":[12.0,34],"future_field":true}`,
+		Batch{{Kind: KindClick, At: &Point{12, 34}, Button: ButtonLeft, Count: 1}}},
+	{"toolset 20260801", `{"action":"key","text":"Down","repeat":4}`, Batch{{Kind: KindKey, Chord: "Down", Repeat: 4}}},
+}
+
+func TestDecodeAnthropic(t *testing.T) {
+	for _, c := range anthropicCases {
+		call, err := DecodeAnthropic([]byte(c.body))
+		if err != nil {
+			t.Errorf("%s %s: %v", c.version, c.body, err)
+			continue
+		}
+		if !reflect.DeepEqual(call.Batch, c.want) {
+			t.Errorf("%s %s:\n got %+v\nwant %+v", c.version, c.body, call.Batch, c.want)
+		}
+		// Every translation must be a valid canonical batch.
+		if err := Validate(call.Batch, ValidateOptions{Space: native}); err != nil {
+			t.Errorf("%s %s: translation does not validate: %v", c.version, c.body, err)
+		}
+	}
+}
+
+func TestDecodeAnthropicMember(t *testing.T) {
+	call, err := DecodeAnthropicMember("left_click", []byte(`{"coordinate":[3,4],"text":"ctrl"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Batch{{Kind: KindClick, At: &Point{3, 4}, Button: ButtonLeft, Count: 1, Modifiers: []string{"ctrl"}}}
+	if call.Action != "left_click" || !reflect.DeepEqual(call.Batch, want) {
+		t.Errorf("got %+v", call)
+	}
+	if _, err := DecodeAnthropicMember("left_click", []byte(`{"action":"right_click"}`)); err == nil {
+		t.Error("a mismatched action was accepted")
+	}
+}
+
+func TestDecodeAnthropicErrors(t *testing.T) {
+	for _, c := range []struct{ body, field, contains string }{
+		{`{"action":"teleport"}`, "action", `unknown action "teleport"`},
+		{`{"coordinate":[1,2]}`, "action", "required"},
+		{`{"action":"mouse_move"}`, "coordinate", "required"},
+		{`{"action":"mouse_move","coordinate":[1]}`, "coordinate", "2 integers"},
+		{`{"action":"mouse_move","coordinate":[1,"2"]}`, "coordinate[1]", "integer"},
+		{`{"action":"left_click","coordinate":{"x":1,"y":2}}`, "coordinate", "must be an array"},
+		{`{"action":"left_click_drag","start_coordinate":[1,2]}`, "coordinate", "required"},
+		{`{"action":"type"}`, "text", "required"},
+		{`{"action":"type","text":5}`, "text", "must be a string"},
+		{`{"action":"key","text":"  "}`, "text", "no key"},
+		{`{"action":"scroll","coordinate":[1,2],"scroll_amount":3}`, "scroll_direction", "required"},
+		{`{"action":"scroll","scroll_direction":"sideways","scroll_amount":3}`, "scroll_direction", "up, down, left or right"},
+		{`{"action":"scroll","scroll_direction":"up","scroll_amount":-1}`, "scroll_amount", "negative"},
+		{`{"action":"scroll","scroll_direction":"up"}`, "scroll_amount", "required"},
+		{`{"action":"hold_key","text":"shift"}`, "duration", "required"},
+		{`{"action":"wait","duration":"1"}`, "duration", "number of seconds"},
+		{`{"action":"zoom"}`, "region", "required"},
+		{`{"action":"zoom","region":[1,2,3]}`, "region", "4 integers"},
+		{`{"action":"left_click","text":"ctrl+"}`, "text", "ends with"},
+	} {
+		_, err := DecodeAnthropic([]byte(c.body))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(ve.Reason, c.contains) {
+			t.Errorf("DecodeAnthropic(%s) = %v, want field %q containing %q", c.body, err, c.field, c.contains)
+		}
+	}
+}
+
+// TestAnthropicEndToEnd runs translated calls in a declared 640x400 space
+// over a 1280x800 desktop and checks the input and the tool_result.
+func TestAnthropicEndToEnd(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	declared := scaleSpace{w: 640, h: 400, factor: 2}
+	do := func(body string) (AnthropicCall, BatchResult, error) {
+		t.Helper()
+		call, err := DecodeAnthropic([]byte(body))
+		if err != nil {
+			t.Fatalf("DecodeAnthropic(%s): %v", body, err)
+		}
+		res, err := r.Run(context.Background(), call.Batch, RunOptions{Space: declared, Screenshot: call.WantsScreenshot()})
+		return call, res, err
+	}
+
+	call, res, err := do(`{"action":"left_click","coordinate":[320,200],"text":"shift"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFrames(t, dev.Frames(),
+		[]Event{key("shift", true)}, []Event{mv(640, 400)},
+		[]Event{btn("left", true)}, []Event{btn("left", false)},
+		[]Event{key("shift", false)},
+	)
+	if !res.Screenshot {
+		t.Error("a click should ask for a screenshot")
+	}
+	img := &Image{MediaType: "image/png", Data: []byte("\x89PNG")}
+	got, _ := json.Marshal(NewAnthropicToolResult("toolu_1", call, res, nil, img))
+	const wantImage = `{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}}]}`
+	if string(got) != wantImage {
+		t.Errorf("tool_result\n got %s\nwant %s", got, wantImage)
+	}
+
+	call, res, err = do(`{"action":"cursor_position"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Screenshot {
+		t.Error("cursor_position should not ask for a screenshot")
+	}
+	got, _ = json.Marshal(NewAnthropicToolResult("toolu_2", call, res, nil, nil))
+	const wantText = `{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"X=320,Y=200"}]}`
+	if string(got) != wantText {
+		t.Errorf("tool_result\n got %s\nwant %s", got, wantText)
+	}
+
+	call, res, err = do(`{"action":"mouse_move","coordinate":[700,10]}`)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("out of the declared space: err = %v", err)
+	}
+	tr := NewAnthropicToolResult("toolu_3", call, res, err, nil)
+	if !tr.IsError || len(tr.Content) != 1 || !strings.HasPrefix(tr.Content[0].Text, "Error: coordinate: 700 is outside the 640x400") {
+		t.Errorf("error tool_result = %+v", tr)
+	}
+}
+
+func TestAnthropicErrorTextUsesToolFields(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&ValidationError{Field: "actions[0].chord[1]", Reason: "unknown key"}, "text: unknown key"},
+		{&ValidationError{Field: "actions[0].modifiers[0]", Reason: "unknown key"}, "text: unknown key"},
+		{&ValidationError{Field: "actions[0].dy", Reason: "over"}, "scroll_amount: over"},
+		{&ValidationError{Field: "actions[0].path[1].x", Reason: "outside"}, "start_coordinate or coordinate: outside"},
+		{&ValidationError{Field: "actions[0].duration", Reason: "over"}, "duration: over"},
+		{&ValidationError{Field: "coordinate", Reason: "required"}, "coordinate: required"},
+		{errors.New("send input: boom"), "send input: boom"},
+	} {
+		if got := anthropicErrorText(c.err); got != c.want {
+			t.Errorf("anthropicErrorText(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
