@@ -134,6 +134,9 @@ func decodeAction(data []byte, path string) (Action, error) {
 	if a.Modifiers, _, err = o.strs("modifiers"); err != nil {
 		return Action{}, err
 	}
+	if len(a.Modifiers) == 0 {
+		a.Modifiers = nil // no modifiers, however written
+	}
 	if a.Path, err = decodePath(o, "path"); err != nil {
 		return Action{}, err
 	}
