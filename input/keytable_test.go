@@ -52,6 +52,7 @@ var wantNamedKeys = map[string]wantKey{
 	"ArrowLeft": {"left", false}, "ArrowRight": {"right", false}, "ArrowUp": {"up", false}, "ArrowDown": {"down", false},
 	"space": {"spc", false}, "spc": {"spc", false},
 	"Menu": {"compose", false}, "compose": {"compose", false}, "Multi_key": {"compose", false},
+	"ContextMenu": {"compose", false}, "PrintScreen": {"print", false},
 	"Print": {"print", false}, "Sys_Req": {"print", false}, "Pause": {"pause", false}, "Break": {"pause", false},
 	"Caps_Lock": {"caps_lock", false}, "CapsLock": {"caps_lock", false},
 	"Num_Lock": {"num_lock", false}, "NumLock": {"num_lock", false},

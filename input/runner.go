@@ -189,6 +189,20 @@ type BatchResult struct {
 	Elapsed time.Duration
 }
 
+// MarshalJSON encodes the report for web/: results, queued_ms, elapsed_ms.
+// The trailing capture (Screenshot, Zoom) is the caller's to act on.
+func (b BatchResult) MarshalJSON() ([]byte, error) {
+	results := b.Results
+	if results == nil {
+		results = []ActionResult{}
+	}
+	return json.Marshal(map[string]any{
+		"results":    results,
+		"queued_ms":  float64(b.Queued) / float64(time.Millisecond),
+		"elapsed_ms": float64(b.Elapsed) / float64(time.Millisecond),
+	})
+}
+
 // Validate checks a batch as Run would, without sending or queueing.
 func (r *Runner) Validate(batch Batch, space Space) error {
 	_, err := compile(batch, r.validateOptions(space))

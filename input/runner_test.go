@@ -489,3 +489,18 @@ func equalSlices[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+func TestBatchResultJSON(t *testing.T) {
+	res := BatchResult{
+		Results: []ActionResult{{Index: 0, Kind: KindClick, Status: StatusError, Error: "send input: gone"}},
+		Queued:  2 * time.Millisecond, Elapsed: 3 * time.Millisecond,
+	}
+	b, err := res.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"elapsed_ms":3,"queued_ms":2,"results":[{"action":"click","elapsed_ms":0,"error":"send input: gone","index":0,"status":"error"}]}`
+	if string(b) != want {
+		t.Errorf("got %s\nwant %s", b, want)
+	}
+}

@@ -1,0 +1,59 @@
+// Package input turns computer-use actions into QEMU input events.
+//
+// Agents speak one of three vocabularies: the canonical one (DecodeRequest,
+// DecodeBatch, Action), Anthropic's computer tool (DecodeAnthropic,
+// NewAnthropicToolResult) or OpenAI's computer tool (DecodeOpenAI,
+// NewOpenAIOutput). The adapters are thin translations into canonical
+// Batches; a per-desktop Runner validates a whole Batch, then sends it
+// through a Device, one synchronised frame at a time, and through a Guest for
+// text the US keyboard layout cannot type.
+//
+// # Canonical actions
+//
+//	{"action": "screenshot"}
+//	{"action": "click", "x": 10, "y": 20, "button": "left", "count": 2, "modifiers": ["ctrl"]}
+//	{"action": "move", "x": 10, "y": 20}
+//	{"action": "drag", "path": [{"x": 1, "y": 2}, {"x": 30, "y": 40}], "button": "left"}
+//	{"action": "mouse_down", "button": "left", "x": 1, "y": 2}   (x, y optional)
+//	{"action": "mouse_up", "button": "left"}
+//	{"action": "scroll", "x": 640, "y": 400, "dx": 0, "dy": 3}   (wheel notches; +dy down, +dx right)
+//	{"action": "type", "text": "naïve café"}
+//	{"action": "key", "chord": "ctrl+shift+t", "repeat": 2}
+//	{"action": "hold_key", "keys": ["shift"], "duration": 1.5}  (seconds)
+//	{"action": "wait", "duration": 2}
+//	{"action": "cursor_position"}
+//	{"action": "zoom", "region": [0, 0, 640, 400]}
+//
+// Decoding is strict: an unknown action or field, a missing or wrong-typed
+// parameter is a *ValidationError naming the field ("actions[2].x"), and
+// errors.Is(err, ErrInvalid) holds for all of them. Validation (values,
+// limits, key names, coordinates against the Space) covers the whole batch
+// before anything is sent: nothing at all is sent for a batch that fails.
+// Coordinates are in the RunOptions.Space (a scaled screenshot's, or
+// NativeSpace); outside it is an error, never a clamp.
+//
+// # Keys
+//
+// ParseChord resolves xdotool/X keysym names ("Return", "KP_0", "alt+Tab",
+// "Page_Down", "bracketleft"), OpenAI names ("ENTER", "ESC", "ARROWDOWN",
+// "CMD", "/"), QEMU qcode names and single characters, case-insensitively,
+// through one table (keytable.go) whose every entry is table-tested against
+// QEMU 7.2's QKeyCode enum. An unknown name's error lists the closest valid
+// names. F13 to F24 have no qcode before QEMU 8.0 and are rejected with that
+// reason.
+//
+// # Typing
+//
+// Text whose every rune is on the US layout is typed as key presses with
+// shift where needed, one keystroke with its modifiers per frame, paced by
+// RunnerConfig.KeystrokeInterval (the typing rate). Text with any other rune
+// goes whole through Guest.TypeText: see planText for why the string is not
+// split.
+//
+// # Known limits
+//
+// Keys sent through QEMU and text sent through the guest travel separate
+// paths; a key action followed by non-US text in one batch is ordered only
+// by the guest agent's round trip being slower than the keyboard. Drags jump
+// between their path points without interpolating.
+package input
