@@ -67,11 +67,6 @@ func parseObject(data []byte, path string) (object, error) {
 
 func (o object) field(key string) string { return fieldPath(o.path, key) }
 
-func (o object) has(key string) bool {
-	_, ok := o.fields[key]
-	return ok
-}
-
 // onlyFields rejects any field not in allowed, naming the first in sorted
 // order so the error is deterministic.
 func (o object) onlyFields(allowed []string, what string) error {

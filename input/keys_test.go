@@ -153,3 +153,13 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownKeyErrorIsInvalidOnItsOwn(t *testing.T) {
+	err := &UnknownKeyError{Name: "x", Suggestions: []string{"a", "b"}}
+	if !errors.Is(err, ErrInvalid) {
+		t.Error("UnknownKeyError is not ErrInvalid")
+	}
+	if got := err.Error(); got != `unknown key "x"; closest valid names: a, b` {
+		t.Errorf("Error() = %q", got)
+	}
+}

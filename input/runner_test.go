@@ -504,3 +504,63 @@ func TestBatchResultJSON(t *testing.T) {
 		t.Errorf("got %s\nwant %s", b, want)
 	}
 }
+
+func TestSleepContext(t *testing.T) {
+	if err := sleepContext(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("sleep: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := sleepContext(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("sleep with an ended context: %v", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Error("sleep did not return when its context ended")
+	}
+}
+
+func TestRealClockRun(t *testing.T) {
+	dev := &recordingDevice{}
+	r, err := NewRunner(RunnerConfig{Device: dev, KeystrokeInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background(), Batch{{Kind: KindType, Text: "hi"}}, RunOptions{Space: native})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Elapsed < time.Millisecond {
+		t.Errorf("two paced keystrokes took %v, less than one interval", res.Elapsed)
+	}
+	assertFrames(t, dev.Frames(), tap("h"), tap("i"))
+}
+
+func TestRunnerValidateAndRelease(t *testing.T) {
+	r, dev, _ := newTestRunner(t, nil)
+	if err := r.Validate(Batch{{Kind: KindType, Text: "ü"}}, native); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Validate without a guest: %v", err)
+	}
+	if err := r.Validate(Batch{{Kind: KindType, Text: "u"}}, native); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	run(t, r, Batch{{Kind: KindMouseDown, Button: ButtonMiddle}}, RunOptions{})
+	if err := r.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertFrames(t, dev.Frames(), []Event{btn("middle", true)}, []Event{btn("middle", false)})
+	if b, _ := r.Held(); len(b) != 0 {
+		t.Errorf("held after Release: %v", b)
+	}
+}
+
+func TestCaptureErrorFailsTheAction(t *testing.T) {
+	r, _, _ := newTestRunner(t, nil)
+	_, err := r.Run(context.Background(), Batch{{Kind: KindScreenshot}, {Kind: KindWait}}, RunOptions{
+		Space:   native,
+		Capture: func(context.Context, int, *Rect) error { return errors.New("no frame") },
+	})
+	if err == nil || !strings.Contains(err.Error(), "capture the screen: no frame") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -2,7 +2,6 @@ package input
 
 import (
 	"context"
-	"fmt"
 	"unicode/utf8"
 )
 
@@ -101,5 +100,3 @@ func (k keystroke) fitsOneFrame() bool {
 	}
 	return n <= ps2QueueBytes
 }
-
-func (k keystroke) String() string { return fmt.Sprint([]string(k)) }

@@ -1,6 +1,7 @@
 package input
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -208,14 +209,6 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 // a Go caller's mistake is caught as a JSON caller's would be.
 func onlyKindFields(a Action) error {
 	fields, _ := actionFields(a.Kind)
-	uses := func(f string) bool {
-		for _, g := range fields {
-			if g == f {
-				return true
-			}
-		}
-		return false
-	}
 	set := []struct {
 		field string
 		isSet bool
@@ -235,7 +228,7 @@ func onlyKindFields(a Action) error {
 		{"region", a.Region != nil},
 	}
 	for _, f := range set {
-		if f.isSet && !uses(f.field) {
+		if f.isSet && !slices.Contains(fields, f.field) {
 			return invalid(f.field, "not accepted by %s", a.Kind)
 		}
 	}
