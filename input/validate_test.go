@@ -136,3 +136,23 @@ func TestKeystrokeFitsPS2Queue(t *testing.T) {
 		}
 	}
 }
+
+// clampingSpace maps like screenshot.Scale at 2x: points outside the space
+// clamp to its edge pixels.
+type clampingSpace struct{}
+
+func (clampingSpace) Size() (int, int) { return 640, 400 }
+func (clampingSpace) ToNative(x, y int) (int, int) {
+	return min(max(x, 0), 639) * 1279 / 639, min(max(y, 0), 399) * 799 / 399
+}
+func (clampingSpace) FromNative(x, y int) (int, int) { return x / 2, y / 2 }
+
+func TestZoomRegionKeepsItsLastPixelsInAClampingSpace(t *testing.T) {
+	steps, err := compile(Batch{{Kind: KindZoom, Region: &Rect{0, 0, 640, 400}}}, ValidateOptions{Space: clampingSpace{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *steps[0].region; got != (Rect{0, 0, 1280, 800}) {
+		t.Errorf("region = %v, want the whole 1280x800 screen", got)
+	}
+}
