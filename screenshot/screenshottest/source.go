@@ -23,6 +23,7 @@ type Source struct {
 	frames   int
 	onPoke   func()
 	onChange func(counter uint64)
+	onFrame  func()
 }
 
 // NewSource returns a Source showing a copy of frame, at change counter 1.
@@ -33,6 +34,12 @@ func NewSource(frame *image.RGBA) *Source {
 // Frame copies the framebuffer into dst (reallocated when nil or of another
 // size) and returns it with the counter of the copied content.
 func (s *Source) Frame(dst *image.RGBA) (*image.RGBA, uint64) {
+	s.mu.Lock()
+	hook := s.onFrame
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.frames++
@@ -121,6 +128,14 @@ func (s *Source) OnPoke(hook func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onPoke = hook
+}
+
+// OnFrame sets a hook run at the start of every Frame call, outside the
+// Source's lock: to hold a capture in progress, or change the screen under it.
+func (s *Source) OnFrame(hook func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onFrame = hook
 }
 
 // OnChange sets a hook run after every change with the new counter.
