@@ -37,6 +37,8 @@ type Warmer interface {
 	Warm(s Snapshot, n int)
 	// PoolSize reports how many are ready now.
 	PoolSize(snapshot string) int
+	// WaitPool waits until at least n machines are ready for a snapshot.
+	WaitPool(ctx context.Context, snapshot string, n int) error
 }
 
 // BootSpec describes a cold boot of a guest image for baking.
@@ -91,6 +93,11 @@ type Machine interface {
 	// corrupt every clone); any other keeps running on a new disk overlay
 	// layered on the snapshot's disk.
 	Snapshot(ctx context.Context, dir string) (MachineShape, error)
+	// AdoptSnapshot tells the machine that the snapshot it just wrote is
+	// committed: its disk now refers to the snapshot's frozen layer by the
+	// snapshot's path, never by a file of its own that a later snapshot
+	// could come to depend on.
+	AdoptSnapshot(ctx context.Context, s Snapshot) error
 	// Destroy ends the process and removes every file the machine owned.
 	Destroy(ctx context.Context) error
 	// Exited is closed when the machine's process ends for any reason;

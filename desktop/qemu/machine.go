@@ -31,6 +31,9 @@ type record struct {
 	// both change when a snapshot of the running machine freezes a layer.
 	Disk     string `json:"disk"`
 	DiskNode string `json:"disk_node"`
+	// Frozen is a layer frozen into a snapshot that is not committed yet;
+	// the top overlay names it by this path until AdoptSnapshot.
+	Frozen string `json:"frozen,omitempty"`
 	Network  bool   `json:"network"`
 	// Template machines (from Boot) must never resume after their snapshot.
 	Template bool `json:"template,omitempty"`

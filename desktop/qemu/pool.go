@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,8 @@ type pool struct {
 	mu      sync.Mutex
 	targets map[string]poolTarget
 	ready   map[string][]*Machine
+	// changed is closed and replaced whenever a machine joins the pool.
+	changed chan struct{}
 }
 
 type poolTarget struct {
@@ -50,6 +53,7 @@ func newPool(d *Driver) *pool {
 		done:    make(chan struct{}),
 		targets: map[string]poolTarget{},
 		ready:   map[string][]*Machine{},
+		changed: make(chan struct{}),
 	}
 	go p.run()
 	return p
@@ -85,6 +89,24 @@ func (d *Driver) PoolSize(snapshot string) int {
 	d.pool.mu.Lock()
 	defer d.pool.mu.Unlock()
 	return len(d.pool.ready[snapshot])
+}
+
+// WaitPool waits until n machines are ready for a snapshot.
+func (d *Driver) WaitPool(ctx context.Context, snapshot string, n int) error {
+	p := d.pool
+	for {
+		p.mu.Lock()
+		have, changed := len(p.ready[snapshot]), p.changed
+		p.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("warm pool of %s: %d of %d ready: %w", snapshot, have, n, ctx.Err())
+		}
+	}
 }
 
 // take hands out a ready machine for s, or nil.
@@ -160,6 +182,8 @@ func (p *pool) run() {
 			if still && poolKey(t.snap) == m.poolKey && len(p.ready[s.Name]) < t.n {
 				p.ready[s.Name] = append(p.ready[s.Name], m)
 				m = nil
+				close(p.changed)
+				p.changed = make(chan struct{})
 			}
 			p.mu.Unlock()
 			if m != nil {

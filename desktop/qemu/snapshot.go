@@ -253,7 +253,30 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	m.mu.Lock()
+	m.rec.Frozen = rec.Disk
 	m.rec.Disk, m.rec.DiskNode = next, node
+	m.mu.Unlock()
+	return nil
+}
+
+// AdoptSnapshot points the top overlay's backing file at the committed
+// snapshot's copy of the frozen layer (the same file, hard-linked or
+// copied), through QEMU itself (change-backing-file rewrites the header of
+// an image QEMU has open), and drops the desktop's own name for it. Without
+// this a second snapshot's disk would name a file in this desktop's
+// directory, which goes when the desktop is deleted.
+func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
+	rec := m.record()
+	if rec.Template || rec.Frozen == "" {
+		return nil
+	}
+	args := map[string]string{"device": rec.DiskNode, "image-node-name": rec.DiskNode, "backing-file": s.Path(desktop.FileDisk)}
+	if err := m.qmp.Execute(ctx, "change-backing-file", args, nil); err != nil {
+		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
+	}
+	os.Remove(rec.Frozen)
+	m.mu.Lock()
+	m.rec.Frozen = ""
 	m.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,413 @@
+// Package desktoptest has a fake desktop.Driver, an in-memory Store and the
+// conformance suite that the fake and every real driver run.
+package desktoptest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// Fake is an in-memory driver. Its machines are goroutine-free records of
+// state, which survive a "restart" (a new Manager on the same Fake), so the
+// conformance suite's restart test runs on it too.
+type Fake struct {
+	mu       sync.Mutex
+	machines map[string]*FakeMachine // live, by id
+	shape    desktop.MachineShape
+	// RestoreDelay, when set, makes every restore take this long, so races
+	// between concurrent calls get a window.
+	RestoreDelay time.Duration
+	// FailRestores makes restores fail with this error.
+	FailRestores error
+}
+
+var _ desktop.Driver = (*Fake)(nil)
+
+// NewFake returns a fake driver.
+func NewFake() *Fake {
+	return &Fake{
+		machines: map[string]*FakeMachine{},
+		shape:    desktop.MachineShape{QEMUVersion: "fake", QEMUSHA256: "fakefakefakefake", Accel: "tcg", Type: "fake-q35", CPU: "max"},
+	}
+}
+
+// Name is "fake".
+func (f *Fake) Name() string { return "fake" }
+
+// Shape is the fake host's shape.
+func (f *Fake) Shape() desktop.MachineShape { return f.shape }
+
+// Live counts machines whose "process" runs, for leak checks.
+func (f *Fake) Live() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.machines)
+}
+
+type fakeRecord struct {
+	ID         string `json:"id"`
+	Dir        string `json:"dir,omitempty"`
+	Hibernated bool   `json:"hibernated,omitempty"`
+	Snapshot   string `json:"snapshot,omitempty"`
+	Template   bool   `json:"template,omitempty"`
+	Width      int    `json:"width"`
+	Height     int    `json:"height"`
+}
+
+// Boot makes a template machine that writes its files into spec.Dir.
+func (f *Fake) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine, error) {
+	shape := f.shape
+	shape.CPUs, shape.MemoryMiB, shape.Width, shape.Height = spec.CPUs, spec.MemoryMiB, spec.Image.Width, spec.Image.Height
+	shape.Devices = []string{"fake-vga"}
+	m := f.newMachine(fakeRecord{ID: desktop.NewID("bake-"), Template: true, Width: spec.Image.Width, Height: spec.Image.Height}, shape)
+	if spec.ConsoleLine != nil {
+		go spec.ConsoleLine("warmdesk: ready")
+	}
+	return m, nil
+}
+
+func (f *Fake) newMachine(rec fakeRecord, shape desktop.MachineShape) *FakeMachine {
+	m := &FakeMachine{f: f, rec: rec, shape: shape, exited: make(chan struct{}), status: "running"}
+	f.mu.Lock()
+	f.machines[rec.ID] = m
+	f.mu.Unlock()
+	return m
+}
+
+// Restore makes a machine from a snapshot or a hibernated record.
+func (f *Fake) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop.Machine, error) {
+	if f.RestoreDelay > 0 {
+		t := time.NewTimer(f.RestoreDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	if f.FailRestores != nil {
+		return nil, f.FailRestores
+	}
+	if spec.Hibernated != nil {
+		var rec fakeRecord
+		if err := json.Unmarshal(spec.Hibernated, &rec); err != nil || !rec.Hibernated {
+			return nil, fmt.Errorf("%w: not a hibernated record", desktop.ErrInvalid)
+		}
+		rec.Hibernated = false
+		return f.newMachine(rec, f.shapeOf(rec)), nil
+	}
+	s := spec.Snapshot
+	if diffs := s.Manifest.Machine.Mismatch(f.shape); len(diffs) > 0 {
+		return nil, fmt.Errorf("%w: %v", desktop.ErrMismatch, diffs)
+	}
+	for _, role := range []string{desktop.FileMemory, desktop.FileState, desktop.FileDisk} {
+		if _, err := os.Stat(s.Path(role)); err != nil {
+			return nil, fmt.Errorf("restore %s: %w", s.Name, err)
+		}
+	}
+	rec := fakeRecord{ID: spec.ID, Snapshot: s.Name, Width: s.Manifest.Machine.Width, Height: s.Manifest.Machine.Height}
+	return f.newMachine(rec, s.Manifest.Machine), nil
+}
+
+func (f *Fake) shapeOf(rec fakeRecord) desktop.MachineShape {
+	s := f.shape
+	s.Width, s.Height, s.CPUs, s.MemoryMiB, s.Devices = rec.Width, rec.Height, 2, 1024, []string{"fake-vga"}
+	return s
+}
+
+// Attach finds a live machine by its record.
+func (f *Fake) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machine, error) {
+	var rec fakeRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.machines[rec.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: machine %s", desktop.ErrNotFound, rec.ID)
+	}
+	return m, nil
+}
+
+// Cleanup forgets a machine.
+func (f *Fake) Cleanup(ctx context.Context, raw json.RawMessage) error {
+	var rec fakeRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	m := f.machines[rec.ID]
+	delete(f.machines, rec.ID)
+	f.mu.Unlock()
+	if m != nil {
+		m.end("cleaned up")
+	}
+	return nil
+}
+
+// FakeMachine is one fake machine.
+type FakeMachine struct {
+	f     *Fake
+	shape desktop.MachineShape
+
+	mu     sync.Mutex
+	rec    fakeRecord
+	status string
+	inputs [][]desktop.InputEvent
+	reason string
+	exited chan struct{}
+	ended  bool
+}
+
+var _ desktop.Machine = (*FakeMachine)(nil)
+
+// Record returns the machine's record.
+func (m *FakeMachine) Record() json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(m.rec)
+	return b
+}
+
+func (m *FakeMachine) alive() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ended {
+		return fmt.Errorf("%w: machine ended", desktop.ErrUnavailable)
+	}
+	return nil
+}
+
+// Status is "running" or "paused".
+func (m *FakeMachine) Status() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.status
+}
+
+func (m *FakeMachine) setStatus(s string) error {
+	if err := m.alive(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.status = s
+	m.mu.Unlock()
+	return nil
+}
+
+// Pause marks the machine paused.
+func (m *FakeMachine) Pause(ctx context.Context) error { return m.setStatus("paused") }
+
+// Resume marks it running.
+func (m *FakeMachine) Resume(ctx context.Context) error { return m.setStatus("running") }
+
+// Hibernate ends the machine and returns a record that wakes it.
+func (m *FakeMachine) Hibernate(ctx context.Context) (json.RawMessage, error) {
+	if err := m.alive(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.rec.Hibernated = true
+	b, _ := json.Marshal(m.rec)
+	m.mu.Unlock()
+	m.f.mu.Lock()
+	delete(m.f.machines, m.rec.ID)
+	m.f.mu.Unlock()
+	m.end("hibernated")
+	return b, nil
+}
+
+// Snapshot writes small stand-in files.
+func (m *FakeMachine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	if err := m.alive(); err != nil {
+		return desktop.MachineShape{}, err
+	}
+	for _, role := range []string{desktop.FileMemory, desktop.FileState, desktop.FileDisk} {
+		if err := os.WriteFile(filepath.Join(dir, role), []byte(role+" of "+m.rec.ID), 0o600); err != nil {
+			return desktop.MachineShape{}, err
+		}
+	}
+	if m.rec.Template {
+		m.f.mu.Lock()
+		delete(m.f.machines, m.rec.ID)
+		m.f.mu.Unlock()
+		m.end("template saved")
+	}
+	return m.shape, nil
+}
+
+// AdoptSnapshot does nothing: fake disks have no backing chains.
+func (m *FakeMachine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error { return nil }
+
+// Destroy ends the machine.
+func (m *FakeMachine) Destroy(ctx context.Context) error {
+	m.f.mu.Lock()
+	delete(m.f.machines, m.rec.ID)
+	m.f.mu.Unlock()
+	m.end("destroyed")
+	return nil
+}
+
+// Crash ends the machine as if its process died.
+func (m *FakeMachine) Crash(reason string) {
+	m.f.mu.Lock()
+	delete(m.f.machines, m.rec.ID)
+	m.f.mu.Unlock()
+	m.end(reason)
+}
+
+func (m *FakeMachine) end(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.ended {
+		m.ended = true
+		m.reason = reason
+		close(m.exited)
+	}
+}
+
+// Exited is closed when the machine ends.
+func (m *FakeMachine) Exited() <-chan struct{} { return m.exited }
+
+// ExitReason says why it ended.
+func (m *FakeMachine) ExitReason() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reason
+}
+
+// SendInput records the frame.
+func (m *FakeMachine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
+	if err := m.alive(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.inputs = append(m.inputs, append([]desktop.InputEvent(nil), events...))
+	m.mu.Unlock()
+	return nil
+}
+
+// Inputs returns the frames sent so far.
+func (m *FakeMachine) Inputs() [][]desktop.InputEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([][]desktop.InputEvent(nil), m.inputs...)
+}
+
+// Screendump returns a two-colour picture of the machine's screen size.
+func (m *FakeMachine) Screendump(ctx context.Context) (image.Image, error) {
+	if err := m.alive(); err != nil {
+		return nil, err
+	}
+	img := image.NewRGBA(image.Rect(0, 0, max(m.rec.Width, 64), max(m.rec.Height, 48)))
+	for i := range img.Pix {
+		img.Pix[i] = 0x40
+	}
+	img.Set(10, 10, color.White)
+	return img, nil
+}
+
+// Agent is a fake guest agent.
+func (m *FakeMachine) Agent() desktop.GuestAgent { return fakeAgent{m} }
+
+// DialVNC is not supported by the fake.
+func (m *FakeMachine) DialVNC(ctx context.Context) (net.Conn, error) {
+	return nil, errors.New("the fake driver has no VNC server")
+}
+
+// Pid is 0: the fake has no process.
+func (m *FakeMachine) Pid() int { return 0 }
+
+type fakeAgent struct{ m *FakeMachine }
+
+// Call answers the commands the Manager and the suite use.
+func (a fakeAgent) Call(ctx context.Context, command string, args, result any) error {
+	if err := a.m.alive(); err != nil {
+		return err
+	}
+	var reply any
+	switch command {
+	case "guest-ping", "guest-set-time", "guest-file-close", "guest-file-flush":
+		reply = map[string]any{}
+	case "guest-exec":
+		reply = map[string]int{"pid": 1}
+	case "guest-exec-status":
+		reply = map[string]any{"exited": true, "exitcode": 0, "out-data": ""}
+	default:
+		return fmt.Errorf("fake guest agent: %s not supported", command)
+	}
+	if result == nil {
+		return nil
+	}
+	b, _ := json.Marshal(reply)
+	return json.Unmarshal(b, result)
+}
+
+// MemStore is an in-memory desktop.Store.
+type MemStore struct {
+	mu       sync.Mutex
+	desktops map[string]desktop.Desktop
+}
+
+var _ desktop.Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore { return &MemStore{desktops: map[string]desktop.Desktop{}} }
+
+// LoadDesktops returns all records.
+func (s *MemStore) LoadDesktops() ([]desktop.Desktop, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]desktop.Desktop, 0, len(s.desktops))
+	for _, d := range s.desktops {
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// PutDesktop stores a record.
+func (s *MemStore) PutDesktop(d desktop.Desktop) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.desktops[d.ID] = d
+	return nil
+}
+
+// DeleteDesktop removes a record.
+func (s *MemStore) DeleteDesktop(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.desktops, id)
+	return nil
+}
+
+// BakeFake makes a golden snapshot on the fake driver.
+func BakeFake(ctx context.Context, f *Fake, c *desktop.Catalog, name string) (desktop.Snapshot, error) {
+	draft, err := c.Begin(name)
+	if err != nil {
+		return desktop.Snapshot{}, err
+	}
+	defer draft.Abort()
+	m, err := f.Boot(ctx, desktop.BootSpec{Name: name, CPUs: 2, MemoryMiB: 1024, Dir: draft.Dir,
+		Image: desktop.BootImage{Width: 1280, Height: 800}})
+	if err != nil {
+		return desktop.Snapshot{}, err
+	}
+	shape, err := m.Snapshot(ctx, draft.Dir)
+	if err != nil {
+		return desktop.Snapshot{}, err
+	}
+	return draft.Commit(&desktop.Manifest{BakedBy: "fake", Machine: shape, Image: desktop.ImageRef{Name: "fake", Flavor: "minimal", Hash: "0"}})
+}

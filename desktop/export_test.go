@@ -1,0 +1,16 @@
+package desktop
+
+import "time"
+
+// ExpireNowForTest moves a desktop's expiry to now and wakes the TTL loop.
+func ExpireNowForTest(m *Manager, id string) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	now := time.Now().Add(-time.Millisecond)
+	e.d.ExpiresAt = &now
+	e.mu.Unlock()
+	m.kickTTL()
+}

@@ -1,0 +1,244 @@
+package desktop
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The guest agent (qemu-guest-agent) runs commands and moves files inside
+// the guest. These helpers speak its documented commands through any
+// GuestAgent, so every driver shares them.
+
+// ExecRequest is a program to run in the guest.
+type ExecRequest struct {
+	Path    string
+	Args    []string
+	Env     []string
+	Stdin   []byte
+	Timeout time.Duration
+	// MaxOutput bounds stdout and stderr each; longer output is cut and
+	// reported as truncated.
+	MaxOutput int
+}
+
+// ExecResult is how a guest program ended.
+type ExecResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          int    `json:"signal,omitempty"`
+	Stdout          []byte `json:"stdout"`
+	Stderr          []byte `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	Duration        time.Duration
+}
+
+// DefaultMaxOutput bounds a program's captured output when not given.
+const DefaultMaxOutput = 1 << 20
+
+// execPollStart and execPollMax space the guest-exec-status polls: QGA has
+// no way to wait for a process, so polling (quick at first, since most
+// commands end within milliseconds, then backing off) is the only option.
+const (
+	execPollStart = 2 * time.Millisecond
+	execPollMax   = 100 * time.Millisecond
+)
+
+// Exec runs a program in the guest and waits for it, up to req.Timeout.
+func Exec(ctx context.Context, a GuestAgent, req ExecRequest) (ExecResult, error) {
+	if req.Path == "" {
+		return ExecResult{}, fmt.Errorf("%w: exec: no program given", ErrInvalid)
+	}
+	if req.Timeout <= 0 {
+		req.Timeout = 30 * time.Second
+	}
+	if req.MaxOutput <= 0 {
+		req.MaxOutput = DefaultMaxOutput
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+	args := map[string]any{"path": req.Path, "capture-output": true}
+	if len(req.Args) > 0 {
+		args["arg"] = req.Args
+	}
+	if len(req.Env) > 0 {
+		args["env"] = req.Env
+	}
+	if len(req.Stdin) > 0 {
+		args["input-data"] = base64.StdEncoding.EncodeToString(req.Stdin)
+	}
+	var started struct {
+		PID int `json:"pid"`
+	}
+	if err := a.Call(ctx, "guest-exec", args, &started); err != nil {
+		return ExecResult{}, fmt.Errorf("exec %s: %w", req.Path, err)
+	}
+	wait := execPollStart
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ExecResult{}, fmt.Errorf("%w: exec %s: still running after %s", ErrUnavailable, req.Path, req.Timeout)
+		case <-timer.C:
+		}
+		var st struct {
+			Exited   bool   `json:"exited"`
+			ExitCode int    `json:"exitcode"`
+			Signal   int    `json:"signal"`
+			OutData  string `json:"out-data"`
+			ErrData  string `json:"err-data"`
+			OutTrunc bool   `json:"out-truncated"`
+			ErrTrunc bool   `json:"err-truncated"`
+		}
+		if err := a.Call(ctx, "guest-exec-status", map[string]int{"pid": started.PID}, &st); err != nil {
+			return ExecResult{}, fmt.Errorf("exec %s: %w", req.Path, err)
+		}
+		if st.Exited {
+			res := ExecResult{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(start)}
+			var err error
+			if res.Stdout, res.StdoutTruncated, err = decodeOutput(st.OutData, req.MaxOutput); err != nil {
+				return ExecResult{}, err
+			}
+			if res.Stderr, res.StderrTruncated, err = decodeOutput(st.ErrData, req.MaxOutput); err != nil {
+				return ExecResult{}, err
+			}
+			res.StdoutTruncated = res.StdoutTruncated || st.OutTrunc
+			res.StderrTruncated = res.StderrTruncated || st.ErrTrunc
+			return res, nil
+		}
+		timer.Reset(wait)
+		wait = min(2*wait, execPollMax)
+	}
+}
+
+func decodeOutput(b64 string, limit int) ([]byte, bool, error) {
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, false, fmt.Errorf("exec: guest agent sent malformed output: %w", err)
+	}
+	if len(data) > limit {
+		return data[:limit], true, nil
+	}
+	return data, false, nil
+}
+
+// Shell runs a shell command line in the guest.
+func Shell(ctx context.Context, a GuestAgent, script string, timeout time.Duration) (ExecResult, error) {
+	return Exec(ctx, a, ExecRequest{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: timeout})
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// fileChunk is how much guest-file-read/-write move per call.
+const fileChunk = 1 << 20
+
+// ErrFileTooLarge is returned when a guest file exceeds the caller's limit.
+var ErrFileTooLarge = errors.New("file too large")
+
+// ReadFile reads a file from the guest, up to limit bytes.
+func ReadFile(ctx context.Context, a GuestAgent, path string, limit int64) ([]byte, error) {
+	h, err := openGuestFile(ctx, a, path, "r")
+	if err != nil {
+		return nil, err
+	}
+	defer closeGuestFile(ctx, a, h)
+	var out []byte
+	for {
+		var chunk struct {
+			Count int    `json:"count"`
+			Data  string `json:"buf-b64"`
+			EOF   bool   `json:"eof"`
+		}
+		if err := a.Call(ctx, "guest-file-read", map[string]int64{"handle": h, "count": fileChunk}, &chunk); err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		data, err := base64.StdEncoding.DecodeString(chunk.Data)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: malformed data from the guest agent: %w", path, err)
+		}
+		out = append(out, data...)
+		if int64(len(out)) > limit {
+			return nil, fmt.Errorf("%w: %s is over %d bytes", ErrFileTooLarge, path, limit)
+		}
+		if chunk.EOF || chunk.Count == 0 {
+			return out, nil
+		}
+	}
+}
+
+// WriteFile writes (creating or truncating) a file in the guest.
+func WriteFile(ctx context.Context, a GuestAgent, path string, data []byte) error {
+	h, err := openGuestFile(ctx, a, path, "w")
+	if err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n := min(len(data), fileChunk)
+		var wrote struct {
+			Count int `json:"count"`
+		}
+		args := map[string]any{"handle": h, "buf-b64": base64.StdEncoding.EncodeToString(data[:n])}
+		if err := a.Call(ctx, "guest-file-write", args, &wrote); err != nil {
+			closeGuestFile(ctx, a, h)
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		if wrote.Count <= 0 {
+			closeGuestFile(ctx, a, h)
+			return fmt.Errorf("write %s: the guest agent wrote nothing", path)
+		}
+		data = data[wrote.Count:]
+	}
+	if err := a.Call(ctx, "guest-file-flush", map[string]int64{"handle": h}, nil); err != nil {
+		closeGuestFile(ctx, a, h)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return closeGuestFile(ctx, a, h)
+}
+
+func openGuestFile(ctx context.Context, a GuestAgent, path, mode string) (int64, error) {
+	var h int64
+	if err := a.Call(ctx, "guest-file-open", map[string]string{"path": path, "mode": mode}, &h); err != nil {
+		return 0, fmt.Errorf("open %s in the guest: %w", path, err)
+	}
+	return h, nil
+}
+
+func closeGuestFile(ctx context.Context, a GuestAgent, h int64) error {
+	if err := a.Call(context.WithoutCancel(ctx), "guest-file-close", map[string]int64{"handle": h}, nil); err != nil {
+		return fmt.Errorf("close guest file: %w", err)
+	}
+	return nil
+}
+
+// SetTime sets the guest's clock (and its RTC, through hwclock) to now.
+func SetTime(ctx context.Context, a GuestAgent, now time.Time) error {
+	if err := a.Call(ctx, "guest-set-time", map[string]int64{"time": now.UnixNano()}, nil); err != nil {
+		return fmt.Errorf("set guest clock: %w", err)
+	}
+	return nil
+}
+
+// Personalize gives a restored clone its own identity: the host's time, a
+// hostname and a machine-id. Every clone of a snapshot starts with the
+// template's clock and identity; vmgenid already reseeded its RNG.
+func Personalize(ctx context.Context, a GuestAgent, hostname, machineID string) error {
+	if err := SetTime(ctx, a, time.Now()); err != nil {
+		return err
+	}
+	script := "echo " + shellQuote(hostname) + " > /etc/hostname && hostname " + shellQuote(hostname) +
+		" && echo " + shellQuote(machineID) + " > /etc/machine-id"
+	res, err := Shell(ctx, a, script, 20*time.Second)
+	if err != nil {
+		return fmt.Errorf("set guest identity: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("set guest identity: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	return nil
+}

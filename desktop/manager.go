@@ -1,0 +1,769 @@
+package desktop
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Store keeps the Manager's records of desktops so that they survive a
+// restart of hostd. hostd/store implements it over bbolt.
+type Store interface {
+	LoadDesktops() ([]Desktop, error)
+	PutDesktop(d Desktop) error
+	DeleteDesktop(id string) error
+}
+
+// Observer hears when a desktop's machine becomes live and when it goes, so
+// that hostd can attach what serves it (the screen mirror) and detach it.
+type Observer interface {
+	MachineUp(id string, m Machine)
+	MachineDown(id string)
+}
+
+// Limits are the host-wide caps and the ranges of per-desktop values.
+type Limits struct {
+	MaxDesktops  int           // desktops holding resources (creating, running, paused)
+	MaxMemoryMiB int           // sum of their guest memory
+	MaxFork      int           // copies per fork call
+	MaxTTL       time.Duration // longest TTL a desktop may ask for
+	MaxDiskMiB   int           // largest per-desktop disk growth
+	PoolSize     int           // pre-spawned machines per snapshot, for drivers that pool
+}
+
+// DefaultLimits are conservative caps for a small host.
+func DefaultLimits() Limits {
+	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2}
+}
+
+// Manager owns every desktop's lifetime: creation from snapshots, the state
+// machine, TTLs, caps, and recovery after restarts. A desktop's machine
+// lives as long as the Manager says, never as long as a request.
+type Manager struct {
+	drv     Driver
+	store   Store
+	catalog *Catalog
+	log     *slog.Logger
+	limits  Limits
+	obs     Observer
+	events  *broker
+	now     func() time.Time
+
+	// base is the context machines are started and stopped under.
+	base context.Context
+
+	// closed ends the watchers when this Manager is closed (hostd stops;
+	// its machines keep running for the next hostd).
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	// gcMu serialises the removal of unused fork templates, so two desktops
+	// deleted at once cannot each see the other as a user and both skip it.
+	gcMu sync.Mutex
+
+	mu       sync.Mutex
+	desktops map[string]*entry
+	held     map[string]int // snapshots a fork in flight holds
+	reserved int // memory MiB of creates in flight
+	pending  int // creates in flight
+	ttlKick  chan struct{}
+}
+
+// entry is one desktop: its record, its machine while live, and a lock that
+// serialises operations on it.
+type entry struct {
+	op sync.Mutex // held for the whole of an operation on this desktop
+
+	mu sync.Mutex // guards d and m
+	d  Desktop
+	m  Machine
+	// expectExit is set while an operation (hibernate, delete) ends the
+	// machine on purpose, so the watcher does not call it a failure.
+	expectExit bool
+	// guestReady closes once the guest has its own clock and identity.
+	guestReady chan struct{}
+}
+
+func (e *entry) snapshot() Desktop {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.d
+}
+
+// Config wires a Manager.
+type Config struct {
+	Driver   Driver
+	Store    Store
+	Catalog  *Catalog
+	Logger   *slog.Logger
+	Limits   Limits
+	Observer Observer
+}
+
+// NewManager returns a Manager. Call Recover before serving, and Run for
+// TTL expiry.
+func NewManager(ctx context.Context, c Config) *Manager {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits()
+	}
+	return &Manager{
+		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer,
+		events: newBroker(), now: time.Now, base: context.WithoutCancel(ctx),
+		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
+		closed: make(chan struct{}),
+	}
+}
+
+// Close stops watching machines. They keep running: a later Manager (the
+// next hostd) finds them through Recover.
+func (m *Manager) Close() {
+	m.closeOnce.Do(func() { close(m.closed) })
+}
+
+// Driver is the driver desktops run on.
+func (m *Manager) Driver() Driver { return m.drv }
+
+// Catalog is the snapshot catalog.
+func (m *Manager) Catalog() *Catalog { return m.catalog }
+
+// Limits are the caps in force.
+func (m *Manager) Limits() Limits { return m.limits }
+
+// CreateRequest asks for a new desktop.
+type CreateRequest struct {
+	Snapshot string        `json:"snapshot"`
+	Name     string        `json:"name,omitempty"`
+	TTL      time.Duration `json:"ttl,omitempty"`
+	Network  bool          `json:"network,omitempty"`
+	// CPUs and MemoryMiB, when given, must equal the snapshot's: a memory
+	// image restores only into a machine of its own shape.
+	CPUs      int `json:"cpus,omitempty"`
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	DiskMiB   int `json:"disk_mib,omitempty"`
+}
+
+func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
+	shape := snap.Manifest.Machine
+	switch {
+	case req.Name != "":
+		if err := ValidName("desktop", req.Name); err != nil {
+			return err
+		}
+	}
+	if req.TTL < 0 || req.TTL > m.limits.MaxTTL {
+		return fmt.Errorf("%w: ttl %s: use 0 (none) up to %s", ErrInvalid, req.TTL, m.limits.MaxTTL)
+	}
+	if req.TTL > 0 && req.TTL < time.Minute {
+		return fmt.Errorf("%w: ttl %s: use at least 1m", ErrInvalid, req.TTL)
+	}
+	if req.CPUs != 0 && req.CPUs != shape.CPUs {
+		return fmt.Errorf("%w: cpus %d: snapshot %s was baked with %d CPUs, and a restore keeps them; bake another snapshot with --cpus %d", ErrInvalid, req.CPUs, snap.Name, shape.CPUs, req.CPUs)
+	}
+	if req.MemoryMiB != 0 && req.MemoryMiB != shape.MemoryMiB {
+		return fmt.Errorf("%w: memory_mib %d: snapshot %s was baked with %d MiB, and a restore keeps it; bake another snapshot with --memory %dMiB", ErrInvalid, req.MemoryMiB, snap.Name, shape.MemoryMiB, req.MemoryMiB)
+	}
+	if req.DiskMiB < 0 || req.DiskMiB > m.limits.MaxDiskMiB {
+		return fmt.Errorf("%w: disk_mib %d: use 0 (no limit) up to %d", ErrInvalid, req.DiskMiB, m.limits.MaxDiskMiB)
+	}
+	return nil
+}
+
+// reserve claims room for n desktops of memMiB each under the host caps.
+func (m *Manager) reserve(n, memMiB int) (release func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	count, mem := m.pending, m.reserved
+	for _, e := range m.desktops {
+		d := e.snapshot()
+		if d.State.Holds() {
+			count++
+			mem += d.Resources.MemoryMiB
+		}
+	}
+	if count+n > m.limits.MaxDesktops {
+		return nil, fmt.Errorf("%w: %d desktops hold resources and the host cap is %d; delete or hibernate some, or raise --max-desktops", ErrCapacity, count, m.limits.MaxDesktops)
+	}
+	if mem+n*memMiB > m.limits.MaxMemoryMiB {
+		return nil, fmt.Errorf("%w: desktops hold %d MiB of guest memory, %d more would pass the host cap of %d MiB; delete or hibernate some, or raise --max-memory", ErrCapacity, mem, n*memMiB, m.limits.MaxMemoryMiB)
+	}
+	m.pending += n
+	m.reserved += n * memMiB
+	released := false
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !released {
+			released = true
+			m.pending -= n
+			m.reserved -= n * memMiB
+		}
+	}, nil
+}
+
+// snapshotFor finds and checks the snapshot a create restores from.
+func (m *Manager) snapshotFor(name string) (Snapshot, error) {
+	if name == "" {
+		return Snapshot{}, fmt.Errorf("%w: snapshot: required (see GET /v1/snapshots)", ErrInvalid)
+	}
+	snap, err := m.catalog.Get(name)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if err := m.catalog.Verify(snap); err != nil {
+		return Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// Create restores a new desktop from a snapshot and returns it running.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error) {
+	snap, err := m.snapshotFor(req.Snapshot)
+	if err != nil {
+		return Desktop{}, err
+	}
+	if err := m.validate(req, snap); err != nil {
+		return Desktop{}, err
+	}
+	release, err := m.reserve(1, snap.Manifest.Machine.MemoryMiB)
+	if err != nil {
+		return Desktop{}, err
+	}
+	defer release()
+	return m.create(ctx, req, snap, "")
+}
+
+// create restores one desktop; the caller holds its reservation.
+func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, forkOf string) (Desktop, error) {
+	now := m.now().UTC()
+	id := NewID("d-")
+	d := Desktop{
+		ID: id, Name: req.Name, Snapshot: snap.Name, State: StateCreating, Network: req.Network,
+		Resources: Resources{CPUs: snap.Manifest.Machine.CPUs, MemoryMiB: snap.Manifest.Machine.MemoryMiB, DiskMiB: req.DiskMiB},
+		CreatedAt: now, LastUsedAt: now, ForkOf: forkOf, Driver: m.drv.Name(),
+		Control: Control{Holder: ControlAgent, Since: now},
+		Uses:    m.lineage(snap),
+	}
+	if d.Name == "" {
+		d.Name = id
+	}
+	if req.TTL > 0 {
+		exp := now.Add(req.TTL)
+		d.ExpiresAt = &exp
+	}
+	// The record exists before the machine, so a crash in between leaves
+	// something recovery can clean up.
+	if err := m.store.PutDesktop(d); err != nil {
+		return Desktop{}, fmt.Errorf("create: record: %w", err)
+	}
+	e := &entry{d: d, guestReady: make(chan struct{})}
+	e.op.Lock()
+	defer e.op.Unlock()
+	m.mu.Lock()
+	m.desktops[id] = e
+	m.mu.Unlock()
+
+	// The machine belongs to the Manager: a caller that goes away does not
+	// abort a restore half-way.
+	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
+	defer cancel()
+	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, Network: req.Network, DiskMiB: req.DiskMiB})
+	if err != nil {
+		m.forget(id)
+		m.store.DeleteDesktop(id)
+		return Desktop{}, fmt.Errorf("create from %s: %w", snap.Name, err)
+	}
+	e.mu.Lock()
+	e.m = mach
+	e.d.State = StateRunning
+	e.d.Machine = mach.Record()
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		mach.Destroy(context.WithoutCancel(rctx))
+		m.forget(id)
+		m.store.DeleteDesktop(id)
+		return Desktop{}, fmt.Errorf("create: record: %w", err)
+	}
+	m.machineUp(e, mach, true)
+	m.publish(EventCreated, d)
+	m.kickTTL()
+	return d, nil
+}
+
+// lineage lists a snapshot and every snapshot under it (its disk's parents).
+func (m *Manager) lineage(s Snapshot) []string {
+	out := []string{s.Name}
+	seen := map[string]bool{s.Name: true}
+	for p := s.Manifest.Parent; p != "" && !seen[p]; {
+		seen[p] = true
+		out = append(out, p)
+		ps, err := m.catalog.Get(p)
+		if err != nil {
+			break
+		}
+		p = ps.Manifest.Parent
+	}
+	return out
+}
+
+func (m *Manager) forget(id string) {
+	m.mu.Lock()
+	delete(m.desktops, id)
+	m.mu.Unlock()
+}
+
+// machineUp starts watching a live machine and tells the observer. A fresh
+// clone also gets its own clock and identity, in the background so the
+// create returns as soon as the screen is back.
+func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
+	d := e.snapshot()
+	if m.obs != nil {
+		m.obs.MachineUp(d.ID, mach)
+	}
+	go m.watch(e, mach)
+	if !personalize {
+		closeOnce(e)
+		return
+	}
+	go func() {
+		defer closeOnce(e)
+		ctx, cancel := context.WithTimeout(m.base, time.Minute)
+		defer cancel()
+		if err := Personalize(ctx, mach.Agent(), d.ID, machineID(d.ID)); err != nil {
+			m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+		}
+	}()
+}
+
+func closeOnce(e *entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.guestReady:
+	default:
+		close(e.guestReady)
+	}
+}
+
+// machineID derives a machine-id (32 hex digits) from the desktop id.
+func machineID(id string) string {
+	sum := sha256.Sum256([]byte("warmdesk machine-id " + id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// watch notices a machine that ends on its own: the desktop fails with the
+// reason and its files are removed at once.
+func (m *Manager) watch(e *entry, mach Machine) {
+	select {
+	case <-mach.Exited():
+	case <-m.closed:
+		return
+	}
+	select {
+	case <-m.closed:
+		return
+	default:
+	}
+	e.mu.Lock()
+	if e.m != mach || e.expectExit {
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	// Another operation may hold op; the failure waits for it.
+	e.op.Lock()
+	defer e.op.Unlock()
+	e.mu.Lock()
+	if e.m != mach || e.expectExit {
+		e.mu.Unlock()
+		return
+	}
+	e.m = nil
+	e.d.State = StateFailed
+	e.d.Reason = "its QEMU process " + mach.ExitReason()
+	rec := e.d.Machine
+	d := e.d
+	e.mu.Unlock()
+	m.log.Warn("desktop failed", "desktop", d.ID, "reason", d.Reason)
+	if m.obs != nil {
+		m.obs.MachineDown(d.ID)
+	}
+	ctx, cancel := context.WithTimeout(m.base, time.Minute)
+	defer cancel()
+	if err := m.drv.Cleanup(ctx, rec); err != nil {
+		m.log.Warn("cleanup of failed desktop", "desktop", d.ID, "err", err)
+	}
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record failed desktop", "desktop", d.ID, "err", err)
+	}
+	m.publish(EventState, d)
+}
+
+func (m *Manager) publish(t EventType, d Desktop) {
+	m.events.publish(Event{Type: t, Desktop: d, Time: m.now().UTC()})
+}
+
+func (m *Manager) lookup(id string) (*entry, error) {
+	m.mu.Lock()
+	e, ok := m.desktops[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: desktop %q", ErrNotFound, id)
+	}
+	return e, nil
+}
+
+// Get returns a desktop by id.
+func (m *Manager) Get(id string) (Desktop, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	return e.snapshot(), nil
+}
+
+// List returns every desktop, oldest first.
+func (m *Manager) List() []Desktop {
+	m.mu.Lock()
+	out := make([]Desktop, 0, len(m.desktops))
+	for _, e := range m.desktops {
+		out = append(out, e.snapshot())
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Machine returns a desktop's live machine, for input, screen and guest
+// access. It fails with ErrConflict when the desktop is not live. When
+// guest is set it first waits (up to ctx) for the clone's clock and
+// identity to be set, so guest commands never see the template's.
+func (m *Manager) Machine(ctx context.Context, id string, guest bool) (Machine, Desktop, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return nil, Desktop{}, err
+	}
+	e.mu.Lock()
+	mach, d, ready := e.m, e.d, e.guestReady
+	e.mu.Unlock()
+	if mach == nil || !d.State.Live() {
+		return nil, d, &TransitionError{ID: id, From: d.State, Action: "use"}
+	}
+	if guest {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, d, fmt.Errorf("%w: the guest of %s is still starting: %w", ErrUnavailable, id, ctx.Err())
+		}
+	}
+	return mach, d, nil
+}
+
+// Touch records that a desktop was used now.
+func (m *Manager) Touch(id string) {
+	if e, err := m.lookup(id); err == nil {
+		e.mu.Lock()
+		e.d.LastUsedAt = m.now().UTC()
+		e.mu.Unlock()
+	}
+}
+
+// SetControl passes control of a desktop's input to an agent or a person.
+func (m *Manager) SetControl(id string, holder Controller, by string) (Desktop, error) {
+	if holder != ControlAgent && holder != ControlPerson {
+		return Desktop{}, fmt.Errorf("%w: control holder %q: use agent or person", ErrInvalid, holder)
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.mu.Lock()
+	if holder == ControlAgent {
+		by = ""
+	}
+	changed := e.d.Control.Holder != holder || e.d.Control.By != by
+	if changed {
+		e.d.Control = Control{Holder: holder, By: by, Since: m.now().UTC()}
+	}
+	d := e.d
+	e.mu.Unlock()
+	if changed {
+		if err := m.store.PutDesktop(d); err != nil {
+			return Desktop{}, fmt.Errorf("record control: %w", err)
+		}
+		m.publish(EventControl, d)
+	}
+	return d, nil
+}
+
+// transition runs op on a desktop under its lock if the state allows the
+// move to target, then records the new state.
+func (m *Manager) transition(ctx context.Context, id, action string, target State, op func(e *entry) error) (Desktop, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	d := e.snapshot()
+	if !CanTransition(d.State, target) {
+		return d, &TransitionError{ID: id, From: d.State, Action: action}
+	}
+	if err := op(e); err != nil {
+		return e.snapshot(), err
+	}
+	e.mu.Lock()
+	e.d.State = target
+	e.d.Reason = ""
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return d, fmt.Errorf("%s: record: %w", action, err)
+	}
+	m.publish(EventState, d)
+	return d, nil
+}
+
+// Pause stops a running desktop's CPUs; its memory stays.
+func (m *Manager) Pause(ctx context.Context, id string) (Desktop, error) {
+	return m.transition(ctx, id, "pause", StatePaused, func(e *entry) error {
+		if e.snapshot().State != StateRunning {
+			return &TransitionError{ID: id, From: e.snapshot().State, Action: "pause"}
+		}
+		return e.m.Pause(ctx)
+	})
+}
+
+// Resume continues a paused desktop.
+func (m *Manager) Resume(ctx context.Context, id string) (Desktop, error) {
+	return m.transition(ctx, id, "resume", StateRunning, func(e *entry) error {
+		if e.snapshot().State != StatePaused {
+			return &TransitionError{ID: id, From: e.snapshot().State, Action: "resume"}
+		}
+		return e.m.Resume(ctx)
+	})
+}
+
+// Hibernate saves a desktop's whole state to disk and ends its machine.
+func (m *Manager) Hibernate(ctx context.Context, id string) (Desktop, error) {
+	return m.transition(ctx, id, "hibernate", StateHibernated, func(e *entry) error {
+		e.mu.Lock()
+		mach := e.m
+		e.expectExit = true
+		e.mu.Unlock()
+		if m.obs != nil {
+			m.obs.MachineDown(id)
+		}
+		rec, err := mach.Hibernate(context.WithoutCancel(ctx))
+		if err != nil && m.obs != nil {
+			m.obs.MachineUp(id, mach)
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if err != nil {
+			e.expectExit = false
+			return err
+		}
+		e.m = nil
+		e.expectExit = false
+		e.d.Machine = rec
+		return nil
+	})
+}
+
+// Wake restores a hibernated desktop.
+func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
+	return m.transition(ctx, id, "wake", StateRunning, func(e *entry) error {
+		d := e.snapshot()
+		if d.State != StateHibernated {
+			return &TransitionError{ID: id, From: d.State, Action: "wake"}
+		}
+		rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
+		defer cancel()
+		mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Hibernated: d.Machine, Network: d.Network})
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.m = mach
+		e.d.Machine = mach.Record()
+		e.guestReady = make(chan struct{})
+		e.mu.Unlock()
+		// A woken desktop slept for a while: its clock needs setting again.
+		m.machineUp(e, mach, true)
+		return nil
+	})
+}
+
+// Delete ends a desktop and removes everything it owned. Deleting a
+// deleted or unknown desktop is ErrNotFound.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	e, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	e.mu.Lock()
+	if e.d.State == StateDeleted {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: desktop %q", ErrNotFound, id)
+	}
+	mach := e.m
+	e.expectExit = true
+	e.d.State = StateStopping
+	d := e.d
+	e.mu.Unlock()
+	m.store.PutDesktop(d)
+	m.publish(EventState, d)
+	if m.obs != nil && mach != nil {
+		m.obs.MachineDown(id)
+	}
+	dctx, cancel := context.WithTimeout(m.base, time.Minute)
+	defer cancel()
+	var derr error
+	if mach != nil {
+		derr = mach.Destroy(dctx)
+	} else {
+		derr = m.drv.Cleanup(dctx, d.Machine)
+	}
+	if derr != nil {
+		e.mu.Lock()
+		e.d.State = StateFailed
+		e.d.Reason = "delete failed: " + derr.Error()
+		d = e.d
+		e.mu.Unlock()
+		m.store.PutDesktop(d)
+		m.publish(EventState, d)
+		return fmt.Errorf("delete %s: %w", id, derr)
+	}
+	e.mu.Lock()
+	e.m = nil
+	e.d.State = StateDeleted
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.DeleteDesktop(id); err != nil {
+		return fmt.Errorf("delete %s: record: %w", id, err)
+	}
+	m.forget(id)
+	m.publish(EventDeleted, d)
+	m.collectSnapshots(d.Uses)
+	return nil
+}
+
+// collectSnapshots removes ephemeral snapshots (fork templates) that no
+// desktop uses any more.
+func (m *Manager) collectSnapshots(candidates []string) {
+	m.gcMu.Lock()
+	defer m.gcMu.Unlock()
+	// A template may only go once the templates layered on it have gone,
+	// so repeat until a pass removes nothing.
+	for removed := true; removed; {
+		removed = false
+		for _, name := range candidates {
+			if m.collectOne(name) {
+				removed = true
+			}
+		}
+	}
+}
+
+func (m *Manager) collectOne(name string) bool {
+	m.mu.Lock()
+	held := m.held[name] > 0
+	m.mu.Unlock()
+	if held {
+		return false
+	}
+	s, err := m.catalog.Get(name)
+	if err != nil || !s.Manifest.Ephemeral {
+		return false
+	}
+	if len(m.UsersOf(name)) > 0 || len(m.childrenOf(name)) > 0 {
+		return false
+	}
+	if w, ok := m.drv.(Warmer); ok {
+		w.Warm(s, 0)
+	}
+	if err := m.catalog.Remove(name); err != nil {
+		m.log.Warn("remove fork template", "snapshot", name, "err", err)
+		return false
+	}
+	return true
+}
+
+// hold keeps a snapshot from collection while a fork creates its copies.
+func (m *Manager) hold(name string) (release func()) {
+	m.mu.Lock()
+	m.held[name]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.held[name]--; m.held[name] <= 0 {
+			delete(m.held, name)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// UsersOf lists the desktops that depend on a snapshot.
+func (m *Manager) UsersOf(snapshot string) []string {
+	var ids []string
+	for _, d := range m.List() {
+		if d.State != StateDeleted && slices.Contains(d.Uses, snapshot) {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
+func (m *Manager) childrenOf(snapshot string) []string {
+	snaps, _, _ := m.catalog.List()
+	var out []string
+	for _, s := range snaps {
+		if s.Manifest.Parent == snapshot {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// RemoveSnapshot deletes a snapshot that no desktop and no other snapshot
+// uses.
+func (m *Manager) RemoveSnapshot(name string) error {
+	s, err := m.catalog.Get(name)
+	if err != nil {
+		return err
+	}
+	if users := m.UsersOf(name); len(users) > 0 {
+		return fmt.Errorf("%w: snapshot %s is used by %d desktops (%s): delete them first", ErrConflict, name, len(users), joinShort(users))
+	}
+	if kids := m.childrenOf(name); len(kids) > 0 {
+		return fmt.Errorf("%w: snapshots %s are layered on %s: remove them first", ErrConflict, joinShort(kids), name)
+	}
+	if w, ok := m.drv.(Warmer); ok {
+		w.Warm(s, 0)
+	}
+	return m.catalog.Remove(name)
+}
+
+func joinShort(ids []string) string {
+	if len(ids) > 5 {
+		return fmt.Sprintf("%v and %d more", ids[:5], len(ids)-5)
+	}
+	return fmt.Sprint(ids)
+}

@@ -1,0 +1,207 @@
+package desktop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+)
+
+func fakeSetup(t *testing.T) (*desktoptest.Fake, *desktop.Catalog) {
+	t.Helper()
+	cat, err := desktop.NewCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := desktoptest.NewFake()
+	if _, err := desktoptest.BakeFake(context.Background(), f, cat, "golden"); err != nil {
+		t.Fatal(err)
+	}
+	return f, cat
+}
+
+func TestConformanceOnFake(t *testing.T) {
+	f, cat := fakeSetup(t)
+	desktoptest.Run(t, desktoptest.Harness{
+		NewDriver: func(*testing.T) desktop.Driver { return f }, // the same "host" after a restart
+		Catalog:   cat,
+		Snapshot:  "golden",
+		NewStore:  func(*testing.T) desktop.Store { return desktoptest.NewMemStore() },
+		Kill:      func(t *testing.T, m desktop.Machine) { m.(*desktoptest.FakeMachine).Crash("killed by signal KILL") },
+		Gone: func(t *testing.T, rec []byte) bool {
+			var r struct{ ID string }
+			json.Unmarshal(rec, &r)
+			_, err := f.Attach(context.Background(), rec)
+			return errors.Is(err, desktop.ErrNotFound)
+		},
+	})
+	if n := f.Live(); n != 0 {
+		t.Errorf("%d fake machines left running", n)
+	}
+}
+
+func TestTransitionTable(t *testing.T) {
+	for _, tc := range []struct {
+		from, to desktop.State
+		ok       bool
+	}{
+		{desktop.StateCreating, desktop.StateRunning, true},
+		{desktop.StateRunning, desktop.StatePaused, true},
+		{desktop.StatePaused, desktop.StateRunning, true},
+		{desktop.StateRunning, desktop.StateHibernated, true},
+		{desktop.StateHibernated, desktop.StateRunning, true},
+		{desktop.StateHibernated, desktop.StatePaused, false},
+		{desktop.StateFailed, desktop.StateRunning, false},
+		{desktop.StateDeleted, desktop.StateRunning, false},
+		{desktop.StateStopping, desktop.StateDeleted, true},
+		{desktop.StateRunning, desktop.StateCreating, false},
+	} {
+		if got := desktop.CanTransition(tc.from, tc.to); got != tc.ok {
+			t.Errorf("%s -> %s: %v, want %v", tc.from, tc.to, got, tc.ok)
+		}
+	}
+}
+
+func TestTTLExpiryDeletes(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	events, stop := m.Subscribe()
+	defer stop()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ExpiresAt == nil || d.ExpiresAt.Sub(d.CreatedAt) != time.Minute {
+		t.Fatalf("expires_at %v", d.ExpiresAt)
+	}
+	// A minute is the shortest TTL; a test waits for a shorter one by
+	// creating directly through the exported TTL path is not possible, so
+	// the expiry time itself is moved: see ExpireNow.
+	desktop.ExpireNowForTest(m, d.ID)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Type == desktop.EventDeleted && ev.Desktop.ID == d.ID {
+				if f.Live() != 0 {
+					t.Errorf("%d machines left", f.Live())
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("the expired desktop was not deleted")
+		}
+	}
+}
+
+// TestConcurrentMixedCalls runs a few hundred creates, deletes, forks,
+// pauses and hibernates of the same desktops from many goroutines and
+// checks that the store, the Manager and the driver agree afterwards.
+func TestConcurrentMixedCalls(t *testing.T) {
+	f, cat := fakeSetup(t)
+	f.RestoreDelay = time.Millisecond
+	store := desktoptest.NewMemStore()
+	limits := desktop.DefaultLimits()
+	limits.MaxDesktops = 40
+	limits.MaxMemoryMiB = 40 << 10
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: limits})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var ids []string
+	pick := func(r *rand.Rand) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ids) == 0 {
+			return "none"
+		}
+		return ids[r.IntN(len(ids))]
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 50 {
+				switch r.IntN(7) {
+				case 0, 1:
+					if d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"}); err == nil {
+						mu.Lock()
+						ids = append(ids, d.ID)
+						mu.Unlock()
+					}
+				case 2:
+					m.Delete(ctx, pick(r))
+				case 3:
+					if copies, err := m.Fork(ctx, pick(r), 1+r.IntN(2)); err == nil {
+						mu.Lock()
+						for _, c := range copies {
+							ids = append(ids, c.ID)
+						}
+						mu.Unlock()
+					}
+				case 4:
+					m.Pause(ctx, pick(r))
+				case 5:
+					m.Resume(ctx, pick(r))
+				case 6:
+					id := pick(r)
+					if r.IntN(2) == 0 {
+						m.Hibernate(ctx, id)
+					} else {
+						m.Wake(ctx, id)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	live := 0
+	records, _ := store.LoadDesktops()
+	byID := map[string]desktop.Desktop{}
+	for _, d := range records {
+		byID[d.ID] = d
+	}
+	for _, d := range m.List() {
+		rec, ok := byID[d.ID]
+		if !ok || rec.State != d.State {
+			t.Errorf("desktop %s: manager says %s, store says %v", d.ID, d.State, rec.State)
+		}
+		if d.State.Live() {
+			live++
+		}
+	}
+	if len(records) != len(m.List()) {
+		t.Errorf("store has %d records, manager %d desktops", len(records), len(m.List()))
+	}
+	if f.Live() != live {
+		t.Errorf("driver runs %d machines, %d desktops are live", f.Live(), live)
+	}
+	for _, d := range m.List() {
+		if err := m.Delete(ctx, d.ID); err != nil {
+			t.Errorf("final delete %s: %v", d.ID, err)
+		}
+	}
+	if f.Live() != 0 {
+		t.Errorf("%d machines left after deleting everything", f.Live())
+	}
+	snaps, _, _ := cat.List()
+	if len(snaps) != 1 {
+		names := []string{}
+		for _, s := range snaps {
+			names = append(names, s.Name)
+		}
+		t.Errorf("snapshots left: %v, want only golden", names)
+	}
+	_ = fmt.Sprint()
+}

@@ -1,0 +1,130 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Snapshot turns a running or paused desktop into a new golden snapshot
+// that later creates can use; the desktop keeps running.
+func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	return m.snapshotLocked(ctx, e, name, false)
+}
+
+// snapshotLocked snapshots a desktop whose op lock the caller holds.
+func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, ephemeral bool) (Snapshot, error) {
+	e.mu.Lock()
+	d, mach := e.d, e.m
+	e.mu.Unlock()
+	if !d.State.Live() || mach == nil {
+		return Snapshot{}, &TransitionError{ID: d.ID, From: d.State, Action: "snapshot"}
+	}
+	parent, err := m.catalog.Get(d.Snapshot)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: its snapshot %s: %w", d.ID, d.Snapshot, err)
+	}
+	draft, err := m.catalog.Begin(name)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer draft.Abort()
+	sctx, cancel := context.WithTimeout(m.base, 5*time.Minute)
+	defer cancel()
+	shape, err := mach.Snapshot(sctx, draft.Dir)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
+	}
+	snap, err := draft.Commit(&Manifest{
+		BakedBy: m.drv.Name(), Ephemeral: ephemeral, Parent: parent.Name, Source: d.ID,
+		Machine: shape, Image: parent.Manifest.Image,
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
+	}
+	// The desktop's disk now layers on the snapshot's frozen disk: the
+	// snapshot stays while the desktop lives.
+	if err := mach.AdoptSnapshot(sctx, snap); err != nil {
+		m.log.Error("point the desktop's disk at its snapshot", "desktop", d.ID, "err", err)
+	}
+	e.mu.Lock()
+	e.d.Uses = append(e.d.Uses, snap.Name)
+	e.d.Machine = mach.Record()
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record desktop after snapshot", "desktop", d.ID, "err", err)
+	}
+	if w, ok := m.drv.(Warmer); ok && !ephemeral && m.limits.PoolSize > 0 {
+		w.Warm(snap, m.limits.PoolSize)
+	}
+	return snap, nil
+}
+
+// Fork makes n live copies of a running or paused desktop, each with its
+// own disk overlay; the source keeps running. It is all or nothing: if any
+// copy fails, the others are deleted.
+func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error) {
+	if n < 1 || n > m.limits.MaxFork {
+		return nil, fmt.Errorf("%w: count %d: use 1 to %d", ErrInvalid, n, m.limits.MaxFork)
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	src := e.snapshot()
+	if !src.State.Live() {
+		return nil, &TransitionError{ID: id, From: src.State, Action: "fork"}
+	}
+	release, err := m.reserve(n, src.Resources.MemoryMiB)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	name := NewID("fork-")
+	unhold := m.hold(name)
+	defer func() {
+		unhold()
+		m.collectSnapshots([]string{name})
+	}()
+	e.op.Lock()
+	snap, err := m.snapshotLocked(ctx, e, name, true)
+	e.op.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", id, err)
+	}
+	copies := make([]Desktop, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := CreateRequest{Snapshot: snap.Name, Network: src.Network, DiskMiB: src.Resources.DiskMiB}
+			if src.Name != src.ID {
+				req.Name = fmt.Sprintf("%s-fork%d", src.Name, i+1)
+			}
+			copies[i], errs[i] = m.create(ctx, req, snap, id)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			for _, c := range copies {
+				if c.ID != "" {
+					m.Delete(context.WithoutCancel(ctx), c.ID)
+				}
+			}
+			m.collectSnapshots([]string{snap.Name})
+			return nil, fmt.Errorf("fork %s: %w", id, err)
+		}
+	}
+	return copies, nil
+}

@@ -1,0 +1,164 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Recover loads the store after hostd starts: live machines are found
+// again, machines that died meanwhile are marked failed and their files
+// removed, and operations a crash interrupted are finished. Nothing that
+// was running is lost by a restart of hostd alone.
+func (m *Manager) Recover(ctx context.Context) error {
+	records, err := m.store.LoadDesktops()
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	for _, d := range records {
+		m.recoverOne(ctx, d)
+	}
+	if err := m.catalog.CleanDrafts(); err != nil {
+		m.log.Warn("clean snapshot drafts", "err", err)
+	}
+	// Fork templates whose desktops are all gone.
+	if snaps, _, err := m.catalog.List(); err == nil {
+		var names []string
+		for _, s := range snaps {
+			names = append(names, s.Name)
+		}
+		m.collectSnapshots(names)
+	}
+	m.warmAll()
+	m.kickTTL()
+	return nil
+}
+
+func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
+	log := m.log.With("desktop", d.ID)
+	cleanup := func() {
+		if len(d.Machine) == 0 {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := m.drv.Cleanup(cctx, d.Machine); err != nil {
+			log.Warn("cleanup", "err", err)
+		}
+	}
+	e := &entry{d: d, guestReady: make(chan struct{})}
+	switch d.State {
+	case StateCreating, StateStopping, StateDeleted:
+		// Interrupted half-way: finish by removing it.
+		cleanup()
+		m.store.DeleteDesktop(d.ID)
+		log.Info("removed a desktop a crash left half-made or half-deleted", "state", d.State)
+		return
+	case StateRunning, StatePaused:
+		if d.Driver != m.drv.Name() {
+			log.Warn("desktop belongs to another driver; left alone", "driver", d.Driver)
+			break
+		}
+		mach, err := m.drv.Attach(ctx, d.Machine)
+		if err != nil {
+			e.d.State = StateFailed
+			e.d.Reason = "its machine ended while hostd was not running: " + err.Error()
+			cleanup()
+			m.store.PutDesktop(e.d)
+			log.Warn("desktop failed while hostd was down", "err", err)
+			break
+		}
+		e.m = mach
+		m.mu.Lock()
+		m.desktops[d.ID] = e
+		m.mu.Unlock()
+		// The guest was set up before the restart.
+		m.machineUp(e, mach, false)
+		log.Info("reattached", "state", d.State)
+		return
+	}
+	m.mu.Lock()
+	m.desktops[d.ID] = e
+	m.mu.Unlock()
+}
+
+// warmAll asks a pooling driver to keep machines ready for every golden
+// (non-ephemeral) snapshot.
+func (m *Manager) warmAll() {
+	w, ok := m.drv.(Warmer)
+	if !ok || m.limits.PoolSize <= 0 {
+		return
+	}
+	snaps, _, err := m.catalog.List()
+	if err != nil {
+		return
+	}
+	for _, s := range snaps {
+		if s.Manifest.Ephemeral || len(s.Manifest.Machine.Mismatch(m.drv.Shape())) > 0 {
+			continue
+		}
+		w.Warm(s, m.limits.PoolSize)
+	}
+}
+
+// Warm (re)starts the warm pool of one snapshot, e.g. after a bake.
+func (m *Manager) Warm(name string) error {
+	s, err := m.catalog.Get(name)
+	if err != nil {
+		return err
+	}
+	if w, ok := m.drv.(Warmer); ok && !s.Manifest.Ephemeral {
+		w.Warm(s, m.limits.PoolSize)
+	}
+	return nil
+}
+
+func (m *Manager) kickTTL() {
+	select {
+	case m.ttlKick <- struct{}{}:
+	default:
+	}
+}
+
+// Run deletes desktops whose TTL has passed, until ctx ends. It waits on a
+// timer set to the next expiry, and is woken when desktops change.
+func (m *Manager) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := m.expireDue(ctx)
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-m.ttlKick:
+		}
+	}
+}
+
+// expireDue deletes expired desktops and returns the next expiry.
+func (m *Manager) expireDue(ctx context.Context) time.Time {
+	now := m.now()
+	var next time.Time
+	for _, d := range m.List() {
+		if d.ExpiresAt == nil || d.State == StateStopping || d.State == StateDeleted {
+			continue
+		}
+		if !d.ExpiresAt.After(now) {
+			m.log.Info("desktop TTL passed; deleting", "desktop", d.ID)
+			if err := m.Delete(ctx, d.ID); err != nil {
+				m.log.Warn("delete expired desktop", "desktop", d.ID, "err", err)
+			}
+			continue
+		}
+		if next.IsZero() || d.ExpiresAt.Before(next) {
+			next = *d.ExpiresAt
+		}
+	}
+	return next
+}

@@ -1,0 +1,531 @@
+package images
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// BuildOptions configure an image build.
+type BuildOptions struct {
+	// CacheDir holds built images (by recipe hash) and downloaded packages.
+	CacheDir string
+	// Name is the image's name (default: the flavor).
+	Name string
+	// Mirror is the Debian mirror URL for debootstrap; empty uses
+	// debootstrap's default.
+	Mirror string
+	// Progress receives one line per step and per notable event of a long
+	// step; nil discards them.
+	Progress io.Writer
+}
+
+// hostTools are the programs a build needs, with the Debian package of each.
+var hostTools = []struct{ name, pkg string }{
+	{"debootstrap", "debootstrap"},
+	{"mkfs.ext4", "e2fsprogs"},
+	{"qemu-img", "qemu-utils"},
+	{"chroot", "coreutils"},
+}
+
+// CheckTools reports every missing host tool in one error that names the
+// Debian packages to install.
+func CheckTools() error {
+	var missing, pkgs []string
+	for _, t := range hostTools {
+		if _, err := exec.LookPath(t.name); err != nil {
+			missing = append(missing, t.name)
+			pkgs = append(pkgs, t.pkg)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing host tools %s: install them with `apt-get install %s`", strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	}
+	return nil
+}
+
+// Build builds the image of a recipe, or returns it from the cache. The
+// build runs in a temporary directory next to its final place and is
+// renamed into place only when complete; a failed or interrupted build
+// leaves nothing a later run could take for an image.
+func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
+	if opts.Name == "" {
+		opts.Name = r.Flavor
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	hash := r.Hash()
+	root := imagesDir(opts.CacheDir)
+	final := filepath.Join(root, hash)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Image{}, fmt.Errorf("image cache: %w", err)
+	}
+	// One build per recipe at a time; a second caller waits, then finds it.
+	unlock, err := lockFile(ctx, filepath.Join(root, "."+hash+".lock"))
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
+	if im, err := loadImage(final); err == nil {
+		if im.Name != opts.Name {
+			im.Name = opts.Name
+			writeJSON(filepath.Join(final, imageManifest), im)
+		}
+		fmt.Fprintf(opts.Progress, "image %s (%s) is cached: %s\n", im.Name, short(hash), final)
+		return im, nil
+	}
+	if err := CheckTools(); err != nil {
+		return Image{}, err
+	}
+	cleanStale(root, hash)
+	tmp, err := os.MkdirTemp(root, ".tmp-"+hash+"-")
+	if err != nil {
+		return Image{}, fmt.Errorf("image build: %w", err)
+	}
+	b := &builder{r: r, opts: opts, dir: tmp, root: filepath.Join(tmp, "root"), start: time.Now()}
+	defer b.cleanup()
+	im, err := b.run(ctx)
+	if err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
+	}
+	// Only now does the image appear under its hash.
+	if err := os.Rename(tmp, final); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
+	}
+	b.dir = ""
+	im.Dir = final
+	fmt.Fprintf(opts.Progress, "image %s built in %s: %s\n", im.Name, time.Since(b.start).Round(time.Second), final)
+	return im, nil
+}
+
+type builder struct {
+	r     Recipe
+	opts  BuildOptions
+	dir   string // temporary build directory; "" once moved into place
+	root  string // the guest's root filesystem while it is built
+	start time.Time
+	procs []string // mounted /proc directories to unmount
+	step  int
+	// lastPhase is the debootstrap phase last shown.
+	lastPhase string
+}
+
+const buildSteps = 7
+
+func (b *builder) progress(format string, args ...any) {
+	el := time.Since(b.start).Round(time.Second)
+	fmt.Fprintf(b.opts.Progress, "[%d/%d %s] %s\n", b.step, buildSteps, el, fmt.Sprintf(format, args...))
+}
+
+func (b *builder) next(format string, args ...any) {
+	b.step++
+	b.progress(format, args...)
+}
+
+func (b *builder) run(ctx context.Context) (Image, error) {
+	b.next("debootstrap %s with %d packages (downloads are cached)", b.r.Suite, len(b.r.Packages))
+	if err := b.debootstrap(ctx); err != nil {
+		return Image{}, err
+	}
+	b.next("writing warmdesk's guest files")
+	if err := b.writeFiles(); err != nil {
+		return Image{}, err
+	}
+	kver, err := b.kernelVersion()
+	if err != nil {
+		return Image{}, err
+	}
+	b.next("pruning kernel modules of %s to what the VM needs", kver)
+	if err := b.pruneModules(ctx, kver); err != nil {
+		return Image{}, err
+	}
+	b.next("building the initramfs")
+	if err := b.initramfs(ctx); err != nil {
+		return Image{}, err
+	}
+	b.next("removing package caches and documentation")
+	b.slim()
+	b.next("creating the ext4 root filesystem and qcow2 disk")
+	size, err := b.makeDisk(ctx)
+	if err != nil {
+		return Image{}, err
+	}
+	b.next("writing the image manifest")
+	for src, dst := range map[string]string{"boot/vmlinuz-" + kver: imageKernel, "boot/initrd.img-" + kver: imageInitrd} {
+		if err := copyFile(filepath.Join(b.root, src), filepath.Join(b.dir, dst)); err != nil {
+			return Image{}, err
+		}
+	}
+	if err := os.RemoveAll(b.root); err != nil {
+		return Image{}, err
+	}
+	im := Image{
+		Name: b.opts.Name, Flavor: b.r.Flavor, Hash: b.r.Hash(), Width: b.r.Width, Height: b.r.Height,
+		KernelVersion: kver, Cmdline: b.r.Cmdline, CreatedAt: time.Now().UTC(),
+		BuildSeconds: time.Since(b.start).Seconds(), DiskBytes: size, Recipe: b.r,
+	}
+	if err := writeJSON(filepath.Join(b.dir, imageManifest), im); err != nil {
+		return Image{}, err
+	}
+	return im, nil
+}
+
+func (b *builder) debootstrap(ctx context.Context) error {
+	debs := filepath.Join(b.opts.CacheDir, "debs")
+	if err := os.MkdirAll(debs, 0o755); err != nil {
+		return err
+	}
+	args := []string{"--variant=minbase", "--components=main",
+		"--include=" + strings.Join(b.r.Packages, ","), "--cache-dir=" + debs, b.r.Suite, b.root}
+	if b.opts.Mirror != "" {
+		args = append(args, b.opts.Mirror)
+	}
+	return b.stream(ctx, "debootstrap", args...)
+}
+
+// stream runs a command and passes its output lines on as progress; the
+// last lines go into the error when it fails.
+func (b *builder) stream(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var tail []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			tail = append(tail, line)
+			if len(tail) > 12 {
+				tail = tail[1:]
+			}
+			// debootstrap says "I: Retrieving/Validating/Extracting ..."
+			// for every package: show the phase changes and warnings.
+			if strings.HasPrefix(line, "W:") || strings.HasPrefix(line, "E:") || b.isPhase(line) {
+				b.progress("  %s", line)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-done
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", name, ctx.Err())
+		}
+		return fmt.Errorf("%s: %w; last output:\n%s", name, err, strings.Join(tail, "\n"))
+	}
+	return nil
+}
+
+// isPhase reports the first line of each debootstrap phase.
+func (b *builder) isPhase(line string) bool {
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "I:" {
+		return false
+	}
+	phase := f[1]
+	if phase == b.lastPhase {
+		return false
+	}
+	b.lastPhase = phase
+	return true
+}
+
+func (b *builder) writeFiles() error {
+	for _, f := range b.r.Files {
+		path := filepath.Join(b.root, filepath.Clean("/"+f.Path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		os.Remove(path)
+		if f.Link != "" {
+			if err := os.Symlink(f.Link, path); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.WriteFile(path, []byte(f.Content), fs.FileMode(f.Mode)); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, fs.FileMode(f.Mode)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) kernelVersion() (string, error) {
+	matches, _ := filepath.Glob(filepath.Join(b.root, "boot", "vmlinuz-*"))
+	if len(matches) != 1 {
+		return "", fmt.Errorf("want one kernel in the image's /boot, found %d", len(matches))
+	}
+	return strings.TrimPrefix(filepath.Base(matches[0]), "vmlinuz-"), nil
+}
+
+// pruneModules keeps only the modules the VM needs and their dependencies.
+func (b *builder) pruneModules(ctx context.Context, kver string) error {
+	modDir := filepath.Join(b.root, "lib", "modules", kver)
+	f, err := os.Open(filepath.Join(modDir, "modules.dep"))
+	if err != nil {
+		return err
+	}
+	mods, err := parseModulesDep(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	keep, missing := moduleClosure(mods, b.r.Modules)
+	if len(missing) > 0 {
+		b.progress("  not modules in this kernel (built in, or absent): %s", strings.Join(missing, ", "))
+	}
+	keepSet := map[string]bool{}
+	for _, p := range keep {
+		keepSet[p] = true
+	}
+	removed := 0
+	err = filepath.WalkDir(filepath.Join(modDir, "kernel"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(modDir, path)
+		if !keepSet[rel] {
+			removed++
+			return os.Remove(path)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.progress("  kept %d modules, removed %d", len(keep), removed)
+	return b.chroot(ctx, "depmod", "-a", kver)
+}
+
+// initramfs rebuilds the initramfs with only the modules the guest boots
+// with. update-initramfs needs /proc, mounted for the step only.
+func (b *builder) initramfs(ctx context.Context) error {
+	proc := filepath.Join(b.root, "proc")
+	if err := syscall.Mount("proc", proc, "proc", 0, ""); err != nil {
+		return fmt.Errorf("mount /proc in the image: %w", err)
+	}
+	b.procs = append(b.procs, proc)
+	err := b.chroot(ctx, "update-initramfs", "-u", "-k", "all")
+	if uerr := syscall.Unmount(proc, syscall.MNT_DETACH); uerr == nil {
+		b.procs = b.procs[:len(b.procs)-1]
+	}
+	return err
+}
+
+func (b *builder) chroot(ctx context.Context, args ...string) error {
+	return b.stream(ctx, "chroot", append([]string{b.root}, args...)...)
+}
+
+// slim removes what a desktop VM never reads.
+func (b *builder) slim() {
+	for _, pattern := range []string{
+		"var/cache/apt/*.bin", "var/cache/apt/archives/*.deb", "var/lib/apt/lists/*",
+		"usr/share/doc/*", "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*",
+		"var/log/*.log", "boot/System.map-*",
+	} {
+		matches, _ := filepath.Glob(filepath.Join(b.root, pattern))
+		for _, m := range matches {
+			os.RemoveAll(m)
+		}
+	}
+}
+
+// makeDisk writes the root filesystem into an ext4 image (mkfs.ext4 -d, no
+// loop mount) with room to spare, and converts it to qcow2, the base every
+// snapshot's disk layers on.
+func (b *builder) makeDisk(ctx context.Context) (int64, error) {
+	used, err := treeSize(b.root)
+	if err != nil {
+		return 0, err
+	}
+	const gib = 1 << 30
+	size := max(2*gib, used+used/4+gib)
+	size = (size + 256<<20 - 1) / (256 << 20) * (256 << 20)
+	raw := filepath.Join(b.dir, "root.ext4")
+	b.progress("  %d MiB of files into a %d MiB filesystem", used>>20, size>>20)
+	if err := b.stream(ctx, "mkfs.ext4", "-q", "-F", "-d", b.root, "-L", "warmdesk", "-E", "root_owner=0:0", raw, fmt.Sprint(size)); err != nil {
+		return 0, err
+	}
+	disk := filepath.Join(b.dir, imageDisk)
+	if err := b.stream(ctx, "qemu-img", "convert", "-O", "qcow2", raw, disk); err != nil {
+		return 0, err
+	}
+	os.Remove(raw)
+	// The base disk is never written again: every snapshot layers on it.
+	os.Chmod(disk, 0o444)
+	return size, nil
+}
+
+// cleanup removes the temporary build directory after a failure, after
+// unmounting anything still mounted inside it.
+func (b *builder) cleanup() {
+	for _, p := range b.procs {
+		syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+	if b.dir != "" {
+		removeTree(b.dir)
+	}
+}
+
+// cleanStale removes temporary directories that an interrupted build of
+// this recipe left (the caller holds the recipe's lock).
+func cleanStale(root, hash string) {
+	matches, _ := filepath.Glob(filepath.Join(root, ".tmp-"+hash+"-*"))
+	trash, _ := filepath.Glob(filepath.Join(root, ".trash-*"))
+	for _, m := range append(matches, trash...) {
+		removeTree(m)
+	}
+}
+
+// removeTree unmounts whatever is mounted below dir (an interrupted build
+// may have left /proc mounted in the image) before removing it, so that
+// removal never reaches into a mounted filesystem.
+func removeTree(dir string) {
+	for _, mp := range mountsBelow(dir) {
+		syscall.Unmount(mp, syscall.MNT_DETACH)
+	}
+	if len(mountsBelow(dir)) > 0 {
+		return // refuse rather than delete through a mount
+	}
+	os.RemoveAll(dir)
+}
+
+func mountsBelow(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	return parseMountsBelow(string(data), dir)
+}
+
+// parseMountsBelow returns the mount points in mountinfo at or below dir,
+// deepest first.
+func parseMountsBelow(mountinfo, dir string) []string {
+	dir = filepath.Clean(dir)
+	var out []string
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+func unescapeMountinfo(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+func treeSize(root string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lockFile takes an exclusive lock on path, waiting until ctx ends.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// The goroutine owns f: a blocked flock cannot be interrupted, so if
+	// the caller gives up, the goroutine releases the lock once it gets it.
+	got := make(chan error)
+	abandoned := make(chan struct{})
+	go func() {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		select {
+		case got <- err:
+		case <-abandoned:
+			f.Close()
+		}
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		return func() { f.Close() }, nil
+	case <-ctx.Done():
+		close(abandoned)
+		return nil, fmt.Errorf("waiting for another build of this image: %w", ctx.Err())
+	}
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
