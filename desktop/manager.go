@@ -70,8 +70,8 @@ type Manager struct {
 	mu       sync.Mutex
 	desktops map[string]*entry
 	held     map[string]int // snapshots a fork in flight holds
-	reserved int // memory MiB of creates in flight
-	pending  int // creates in flight
+	reserved int            // memory MiB of creates in flight
+	pending  int            // creates in flight
 	ttlKick  chan struct{}
 }
 

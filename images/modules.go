@@ -15,7 +15,7 @@ import (
 var vmModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_console", "virtio_net", // disk, agent, NIC
 	"ext4", "crc32c_generic", "crc32c_intel", // root filesystem (crc32c is a soft dependency)
-	"bochs",                                   // std VGA as a DRM device for Xorg modesetting
+	"bochs",                                      // std VGA as a DRM device for Xorg modesetting
 	"xhci_pci", "usbhid", "hid_generic", "evdev", // usb-tablet
 }
 

@@ -59,6 +59,7 @@ func TestJPEGBandsDecodeLikeOneEncode(t *testing.T) {
 		{"odd crop", desktop.SubImage(image.Rect(13, 7, 601, 387))},
 		{"height not a multiple of 16", desktop.SubImage(image.Rect(0, 0, 640, 133))},
 		{"short", desktop.SubImage(image.Rect(0, 0, 640, 20))},
+		{"tall: restart markers wrap past RST7", screenshottest.DesktopFrame(96, 1500, 4)},
 		{"opaque NRGBA", opaqueN},
 		{"translucent NRGBA", translucentN},
 		{"gray, one piece", image.NewGray(image.Rect(0, 0, 64, 200))},
@@ -149,7 +150,7 @@ func FuzzJPEGBands(f *testing.F) {
 	f.Add(uint16(64), uint16(64), uint8(80), uint8(2), uint64(1))
 	f.Add(uint16(17), uint16(250), uint8(1), uint8(7), uint64(2))
 	f.Fuzz(func(t *testing.T, w, h uint16, quality, bands uint8, seed uint64) {
-		w, h = w%400+1, h%400+1
+		w, h = w%300+1, h%1200+1
 		q := int(quality%100) + 1
 		img := screenshottest.DesktopFrame(int(w), int(h), seed)
 		got, err := (&JPEGEncoder{Bands: int(bands % 9)}).Encode(nil, img, q)

@@ -12,6 +12,8 @@ type Source interface {
 	// Frame copies the current framebuffer into dst, reallocating it when dst
 	// is nil or of another size, and returns it with the change counter of the
 	// copied content. The counter increases whenever the framebuffer changes.
+	// Pixels should be opaque (alpha 255): a screen has no transparency, and
+	// the PNG encoder writes RGB only when every pixel is opaque.
 	Frame(dst *image.RGBA) (*image.RGBA, uint64)
 	// Changed returns the current change counter and a channel that is closed
 	// at the next change after it.
@@ -22,6 +24,8 @@ type Source interface {
 	Poke()
 	// Cursor returns the pointer image and its hotspot when the server sent
 	// one (RFB Cursor pseudo-encoding); ok is false otherwise, in which case
-	// the guest draws the cursor into the framebuffer itself.
+	// the guest draws the cursor into the framebuffer itself. The image must
+	// not be modified once returned (a new shape is a new image): captures
+	// hash it into their cache key and draw it without locking.
 	Cursor() (img *image.RGBA, hotspot image.Point, ok bool)
 }

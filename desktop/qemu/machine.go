@@ -33,8 +33,8 @@ type record struct {
 	DiskNode string `json:"disk_node"`
 	// Frozen is a layer frozen into a snapshot that is not committed yet;
 	// the top overlay names it by this path until AdoptSnapshot.
-	Frozen string `json:"frozen,omitempty"`
-	Network  bool   `json:"network"`
+	Frozen  string `json:"frozen,omitempty"`
+	Network bool   `json:"network"`
 	// Template machines (from Boot) must never resume after their snapshot.
 	Template bool `json:"template,omitempty"`
 	// Hibernated machines have no process; their full state is in
