@@ -40,7 +40,7 @@ var (
 	)
 	wireHandshake37None = cat(
 		[]byte("RFB 003.007\n"),
-		[]byte{2, 16, 1}, // Tight and None
+		[]byte{2, 16, 1},   // Tight and None
 		wireServerInitQEMU, // no SecurityResult for None in 3.7
 	)
 	wireHandshake38AuthFailed = cat(

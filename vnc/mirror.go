@@ -51,9 +51,10 @@ const (
 // survives reconnections: a new connection's first complete frame replaces
 // it only where it differs.
 type Mirror struct {
-	opts  MirrorOptions
-	log   *slog.Logger
-	epoch time.Time
+	opts       MirrorOptions
+	log        *slog.Logger
+	epoch      time.Time
+	minBackoff time.Duration
 
 	mu        sync.Mutex
 	front     *image.RGBA // written only by Run's goroutine, under mu
@@ -92,13 +93,14 @@ func NewMirror(opts MirrorOptions) *Mirror {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Mirror{
-		opts:      opts,
-		log:       log,
-		epoch:     time.Now(),
-		changed:   make(chan struct{}),
-		ready:     make(chan struct{}),
-		reconnect: make(chan struct{}, 1),
-		poke:      make(chan struct{}, 1),
+		opts:       opts,
+		log:        log,
+		epoch:      time.Now(),
+		minBackoff: minBackoff,
+		changed:    make(chan struct{}),
+		ready:      make(chan struct{}),
+		reconnect:  make(chan struct{}, 1),
+		poke:       make(chan struct{}, 1),
 	}
 	m.lastPoke.Store(-int64(pokeInterval))
 	return m
@@ -116,7 +118,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	}
 	defer m.running.Store(false)
 
-	backoff := minBackoff
+	backoff := m.minBackoff
 	failures := 0
 	for {
 		healthy, err := m.session(ctx)
@@ -124,7 +126,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if healthy {
-			backoff, failures = minBackoff, 0
+			backoff, failures = m.minBackoff, 0
 		}
 		failures++
 		level := slog.LevelInfo
@@ -142,7 +144,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 			timer.Stop()
 		case <-timer.C:
 		}
-		backoff = min(2*backoff, m.opts.MaxBackoff)
+		backoff = max(min(2*backoff, m.opts.MaxBackoff), m.minBackoff)
 	}
 }
 
