@@ -32,44 +32,37 @@ func AnthropicLimits() Limits {
 func (l Limits) IsZero() bool { return l == Limits{} }
 
 // FitWithin returns the Scale to the largest size with native's aspect ratio
-// (to the nearest pixel) that satisfies l. It never enlarges: an image already
-// within l keeps its size. Sizes are at least 1 by 1.
+// that satisfies l: the long side as large as it can be, the short side
+// following from it, rounded to the nearest pixel. It never enlarges: an
+// image already within l keeps its size. Sizes are at least 1 by 1.
 func FitWithin(nativeW, nativeH int, l Limits) Scale {
-	if nativeW <= 0 || nativeH <= 0 {
+	if nativeW <= 0 || nativeH <= 0 || l.admits(nativeW, nativeH) {
 		return Identity(nativeW, nativeH)
 	}
-	f := 1.0
-	if l.MaxLongEdge > 0 {
-		f = min(f, float64(l.MaxLongEdge)/float64(max(nativeW, nativeH)))
-	}
-	if l.MaxPixels > 0 {
-		f = min(f, math.Sqrt(float64(l.MaxPixels)/(float64(nativeW)*float64(nativeH))))
-	}
-	if l.MaxWidth > 0 {
-		f = min(f, float64(l.MaxWidth)/float64(nativeW))
-	}
-	if l.MaxHeight > 0 {
-		f = min(f, float64(l.MaxHeight)/float64(nativeH))
-	}
-	if f >= 1 {
-		return Identity(nativeW, nativeH)
-	}
-	// Size the long side from f, derive the short one from the aspect ratio,
-	// and step down while rounding broke a limit.
 	long, short := nativeW, nativeH
 	if nativeH > nativeW {
 		long, short = nativeH, nativeW
 	}
-	for l2 := max(1, int(float64(long)*f+1e-9)); ; l2-- {
-		s2 := max(1, roundDiv(short*l2, long))
-		w, h := l2, s2
+	size := func(longSide int) (w, h int) {
+		shortSide := max(1, roundDiv(short*longSide, long))
 		if nativeH > nativeW {
-			w, h = s2, l2
+			return shortSide, longSide
 		}
-		if l2 == 1 || l.admits(w, h) {
-			return Scale{NativeW: nativeW, NativeH: nativeH, ScaledW: w, ScaledH: h}
+		return longSide, shortSide
+	}
+	// Every limit is an upper bound and the short side grows with the long
+	// one, so the sizes that fit are a prefix of 1..long: find its end.
+	lo, hi := 1, long // size(lo) is the answer unless something larger fits
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if l.admits(size(mid)) {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
 	}
+	w, h := size(lo)
+	return Scale{NativeW: nativeW, NativeH: nativeH, ScaledW: w, ScaledH: h}
 }
 
 func (l Limits) admits(w, h int) bool {
