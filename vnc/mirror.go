@@ -191,52 +191,68 @@ func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
 	m.attach(c)
 	wg.Go(func() { m.pokeLoop(sctx, c) })
 
-	fb := c.Framebuffer()
-	cov := newCoverage(fb.Rect.Size())
-	if err := c.RequestUpdate(sctx, false, fb.Rect.Size()); err != nil {
+	st := &sessionState{client: c, cov: newCoverage(c.Framebuffer().Rect.Size())}
+	if err := c.RequestUpdate(sctx, false, c.Framebuffer().Rect.Size()); err != nil {
 		return false, err
 	}
 	for {
 		msg, err := c.ReadMessage(sctx)
 		if err != nil {
-			return healthy, fmt.Errorf("read from vnc server: %w", err)
+			return st.healthy, fmt.Errorf("read from vnc server: %w", err)
 		}
 		u, ok := msg.(*FramebufferUpdate)
 		if !ok {
 			m.log.Debug("vnc mirror ignored a server message", "type", fmt.Sprintf("%T", msg))
 			continue
 		}
-		fb = c.Framebuffer()
+		m.apply(st, u)
 		// Keep one request outstanding so that updates stream; after a
 		// resize ask for everything, which a server need not send unasked.
-		if err := c.RequestUpdate(sctx, !u.Resized, fb.Rect.Size()); err != nil {
-			return healthy, err
+		// Asking after publishing costs nothing (QEMU refreshes on a timer
+		// of at least 30 ms) and means a request seen is an update applied.
+		if err := c.RequestUpdate(sctx, !u.Resized, c.Framebuffer().Rect.Size()); err != nil {
+			return st.healthy, err
 		}
-		if u.Resized {
-			cov = newCoverage(fb.Rect.Size())
+	}
+}
+
+// sessionState is what one connection's reader knows.
+type sessionState struct {
+	client *Client
+	// cov tracks painting of a new connection or size; nil once complete.
+	cov *coverage
+	// healthy is set once a complete frame arrived, which resets backoff.
+	healthy bool
+}
+
+// apply publishes one update. Until a new connection (or size) is fully
+// painted, the mirror keeps showing the previous picture rather than a
+// partial one.
+func (m *Mirror) apply(st *sessionState, u *FramebufferUpdate) {
+	c := st.client
+	fb := c.Framebuffer()
+	if u.Resized {
+		st.cov = newCoverage(fb.Rect.Size())
+	}
+	if st.cov != nil {
+		for _, r := range u.Damage {
+			st.cov.mark(r)
 		}
-		if cov != nil {
-			// Until the new connection (or size) is fully painted, keep
-			// showing the previous picture rather than a partial one.
-			for _, r := range u.Damage {
-				cov.mark(r)
-			}
-			if !cov.complete() {
-				continue
-			}
-			cov = nil
-			healthy = true
-			img, hot, ok := c.Cursor()
-			m.publishFull(fb, img, hot, ok)
-			continue
+		if !st.cov.complete() {
+			return
 		}
-		if u.CursorChanged {
-			img, hot, ok := c.Cursor()
-			m.setCursor(img, hot, ok)
-		}
-		if len(u.Damage) > 0 {
-			m.publish(fb, u.Damage)
-		}
+		st.cov = nil
+		st.healthy = true
+		img, hot, ok := c.Cursor()
+		m.publishFull(fb, img, hot, ok)
+		return
+	}
+	if u.CursorChanged {
+		img, hot, ok := c.Cursor()
+		m.setCursor(img, hot, ok)
+	}
+	if len(u.Damage) > 0 {
+		m.publish(fb, u.Damage)
 	}
 }
 
