@@ -229,14 +229,14 @@ func pumpFromViewer(vr *bufio.Reader, up net.Conn, f *clientFilter, opts ProxyOp
 			out, ferr := f.feed(buf[:n])
 			opts.Stats.addDropped(f.dropped)
 			f.dropped = 0
-			if ferr != nil {
-				return fmt.Errorf("viewer stream: %w", ferr)
-			}
 			if len(out) > 0 {
 				_ = up.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
 				if _, err := up.Write(out); err != nil {
 					return fmt.Errorf("write to desktop: %w", err)
 				}
+			}
+			if ferr != nil {
+				return fmt.Errorf("viewer stream: %w", ferr)
 			}
 		}
 		if err != nil {

@@ -19,7 +19,8 @@ type clientFilter struct {
 }
 
 // feed frames p and returns the bytes to forward, valid until the next
-// call. An error means the stream can no longer be framed.
+// call. An error means the stream can no longer be framed; the bytes
+// returned with it are the whole messages before the bad one.
 func (f *clientFilter) feed(p []byte) ([]byte, error) {
 	f.out = f.out[:0]
 	data := p
@@ -31,7 +32,7 @@ func (f *clientFilter) feed(p []byte) ([]byte, error) {
 	for consumed < len(data) {
 		need, err := clientMessageSize(data[consumed:], f.maxCutText)
 		if err != nil {
-			return nil, err
+			return f.out, err
 		}
 		if need > len(data)-consumed {
 			break
