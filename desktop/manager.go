@@ -25,6 +25,8 @@ type Store interface {
 type Observer interface {
 	MachineUp(id string, m Machine)
 	MachineDown(id string)
+	// Forget: the desktop is deleted.
+	Forget(id string)
 }
 
 // Limits are the host-wide caps and the ranges of per-desktop values.
@@ -660,6 +662,9 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("delete %s: record: %w", id, err)
 	}
 	m.forget(id)
+	if m.obs != nil {
+		m.obs.Forget(id)
+	}
 	m.publish(EventDeleted, d)
 	m.collectSnapshots(d.Uses)
 	return nil

@@ -1,0 +1,146 @@
+// Package api holds the wire types of hostd's HTTP API (version 1), shared
+// by the server (web/) and the Go client (client/).
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Duration is a JSON duration: a Go duration string ("90s", "30m", "2h")
+// or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON accepts "30m" or 1800.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: use a number of seconds or a string such as \"90s\" or \"30m\"", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("duration %s: use a number of seconds or a string such as \"30m\"", b)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(time.Duration(d).String())), nil
+}
+
+// CreateDesktop is the body of POST /v1/desktops.
+type CreateDesktop struct {
+	Snapshot  string   `json:"snapshot"`
+	Name      string   `json:"name,omitempty"`
+	TTL       Duration `json:"ttl,omitempty"`
+	Network   bool     `json:"network,omitempty"`
+	CPUs      int      `json:"cpus,omitempty"`
+	MemoryMiB int      `json:"memory_mib,omitempty"`
+	DiskMiB   int      `json:"disk_mib,omitempty"`
+}
+
+// Desktop is a desktop as the API shows it.
+type Desktop struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Snapshot   string     `json:"snapshot"`
+	State      string     `json:"state"`
+	Reason     string     `json:"reason,omitempty"`
+	CPUs       int        `json:"cpus"`
+	MemoryMiB  int        `json:"memory_mib"`
+	DiskMiB    int        `json:"disk_mib,omitempty"`
+	Network    bool       `json:"network"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt time.Time  `json:"last_used_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	ForkOf     string     `json:"fork_of,omitempty"`
+	Control    Control    `json:"control"`
+	Screen     *Screen    `json:"screen,omitempty"`
+	Driver     string     `json:"driver"`
+	URLs       URLs       `json:"urls"`
+}
+
+// Control says who drives the desktop's input.
+type Control struct {
+	Holder string    `json:"holder"` // "agent" or "person"
+	By     string    `json:"by,omitempty"`
+	Since  time.Time `json:"since"`
+}
+
+// Screen is the desktop's native screen size.
+type Screen struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// URLs are where to reach a desktop, relative to the server.
+type URLs struct {
+	Self       string `json:"self"`
+	Screenshot string `json:"screenshot"`
+	Actions    string `json:"actions"`
+	Control    string `json:"control"`
+	VNC        string `json:"vnc"`
+	Viewer     string `json:"viewer"`
+}
+
+// DesktopList is the body of GET /v1/desktops and of a fork's answer.
+type DesktopList struct {
+	Desktops []Desktop `json:"desktops"`
+}
+
+// Fork is the body of POST /v1/desktops/{id}/fork.
+type Fork struct {
+	Count int `json:"count"`
+}
+
+// TakeSnapshot is the body of POST /v1/desktops/{id}/snapshot.
+type TakeSnapshot struct {
+	Name string `json:"name"`
+}
+
+// Snapshot is a golden snapshot as the API shows it.
+type Snapshot struct {
+	Name      string          `json:"name"`
+	CreatedAt time.Time       `json:"created_at"`
+	Image     string          `json:"image"`
+	Flavor    string          `json:"flavor"`
+	CPUs      int             `json:"cpus"`
+	MemoryMiB int             `json:"memory_mib"`
+	Screen    Screen          `json:"screen"`
+	Accel     string          `json:"accel"`
+	QEMU      string          `json:"qemu"`
+	Parent    string          `json:"parent,omitempty"`
+	Source    string          `json:"source,omitempty"`
+	Ephemeral bool            `json:"ephemeral,omitempty"`
+	Pool      int             `json:"pool"`
+	Users     []string        `json:"users"`
+	Manifest  json.RawMessage `json:"manifest,omitempty"`
+}
+
+// SnapshotList is the body of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody says what was wrong; Field names the request field at fault,
+// when one is.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	State   string `json:"state,omitempty"`
+}

@@ -1,0 +1,187 @@
+// Package client is a Go client for hostd's HTTP API (v1), used by the
+// hostd command line, the benchmark harness and the tests.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/warmdesk/warmdesk/api"
+)
+
+// Client talks to one hostd.
+type Client struct {
+	BaseURL string // e.g. http://127.0.0.1:8787
+	Token   string
+	HTTP    *http.Client
+}
+
+// New returns a client for a daemon at base with a bearer token.
+func New(base, token string) *Client {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{BaseURL: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{}}
+}
+
+// Error is an error answer from the API.
+type Error struct {
+	Status int
+	api.ErrorBody
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (%d %s, field %s)", e.Message, e.Status, e.Code, e.Field)
+	}
+	return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// IsUnreachable reports whether err means no daemon answered.
+func IsUnreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// Do sends one request; in (if not nil) is sent as JSON, the answer is
+// decoded into out (if not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e api.Error
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
+			e.Error = api.ErrorBody{Code: "http", Message: strings.TrimSpace(string(data))}
+		}
+		return &Error{Status: resp.StatusCode, ErrorBody: e.Error}
+	}
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if b, ok := out.(*[]byte); ok {
+		*b, err = io.ReadAll(resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// CreateDesktop creates a desktop.
+func (c *Client) CreateDesktop(ctx context.Context, req api.CreateDesktop) (api.Desktop, error) {
+	var d api.Desktop
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops", req, &d)
+	return d, err
+}
+
+// Desktops lists desktops.
+func (c *Client) Desktops(ctx context.Context) ([]api.Desktop, error) {
+	var l api.DesktopList
+	err := c.Do(ctx, http.MethodGet, "/v1/desktops", nil, &l)
+	return l.Desktops, err
+}
+
+// Desktop gets one desktop.
+func (c *Client) Desktop(ctx context.Context, id string) (api.Desktop, error) {
+	var d api.Desktop
+	err := c.Do(ctx, http.MethodGet, "/v1/desktops/"+url.PathEscape(id), nil, &d)
+	return d, err
+}
+
+// DeleteDesktop deletes a desktop.
+func (c *Client) DeleteDesktop(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/desktops/"+url.PathEscape(id), nil, nil)
+}
+
+// Op runs pause, resume, hibernate or wake.
+func (c *Client) Op(ctx context.Context, id, op string) (api.Desktop, error) {
+	var d api.Desktop
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/"+op, nil, &d)
+	return d, err
+}
+
+// Fork makes n copies of a desktop.
+func (c *Client) Fork(ctx context.Context, id string, n int) ([]api.Desktop, error) {
+	var l api.DesktopList
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/fork", api.Fork{Count: n}, &l)
+	return l.Desktops, err
+}
+
+// Snapshot turns a desktop into a new snapshot.
+func (c *Client) Snapshot(ctx context.Context, id, name string) (api.Snapshot, error) {
+	var s api.Snapshot
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/snapshot", api.TakeSnapshot{Name: name}, &s)
+	return s, err
+}
+
+// Snapshots lists snapshots.
+func (c *Client) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
+	var l api.SnapshotList
+	err := c.Do(ctx, http.MethodGet, "/v1/snapshots", nil, &l)
+	return l.Snapshots, err
+}
+
+// RemoveSnapshot removes a snapshot nothing uses.
+func (c *Client) RemoveSnapshot(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(name), nil, nil)
+}
+
+// Screenshot fetches a picture; query holds screenshot options (format,
+// width, ...). settled waits for the screen to stop changing first.
+func (c *Client) Screenshot(ctx context.Context, id string, query url.Values, settled bool) ([]byte, http.Header, error) {
+	path := "/v1/desktops/" + url.PathEscape(id) + "/screenshot"
+	if settled {
+		path += "/settled"
+	}
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e api.Error
+		json.Unmarshal(data, &e)
+		return nil, nil, &Error{Status: resp.StatusCode, ErrorBody: e.Error}
+	}
+	return data, resp.Header, nil
+}

@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/web"
+)
+
+// App is a running hostd: every part, wired.
+type App struct {
+	cfg     config.Serve
+	log     *slog.Logger
+	Driver  desktop.Driver
+	Catalog *desktop.Catalog
+	Store   *store.Store
+	Manager *desktop.Manager
+	Screens *Screens
+	Web     *web.Server
+	Token   string
+	// NewToken is set when the token was made at this start.
+	NewToken bool
+}
+
+// Open builds every part of the daemon and recovers the desktops a
+// previous hostd left running. Close releases what Open took.
+func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error) {
+	for _, dir := range []string{cfg.StateDir, cfg.Snapshots(), cfg.Desktops(), cfg.RunDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("state directories: %w", err)
+		}
+	}
+	a := &App{cfg: cfg, log: log}
+	var err error
+	if a.Token, a.NewToken, err = loadOrMakeToken(cfg.TokenFile()); err != nil {
+		return nil, err
+	}
+	if a.Store, err = store.Open(cfg.Records()); err != nil {
+		return nil, err
+	}
+	if a.Catalog, err = desktop.NewCatalog(cfg.Snapshots()); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if a.Driver, err = NewDriver(ctx, cfg, log); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Screens = NewScreens(context.WithoutCancel(ctx), log)
+	a.Manager = desktop.NewManager(ctx, desktop.Config{
+		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits, Observer: a.Screens,
+	})
+	if err := a.Manager.Recover(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Web = web.New(web.Config{Manager: a.Manager, Screens: a.Screens, Token: a.Token, Logger: log})
+	return a, nil
+}
+
+// Close stops background work. Desktops keep running for the next hostd.
+func (a *App) Close() {
+	if a.Manager != nil {
+		a.Manager.Close()
+	}
+	if c, ok := a.Driver.(Closer); ok {
+		c.Close()
+	}
+	if a.Store != nil {
+		a.Store.Close()
+	}
+}
+
+// Serve listens and serves until ctx ends, then shuts down gracefully:
+// it stops accepting, lets in-flight requests finish within the grace
+// period, and leaves desktops running (or hibernates them, if configured).
+func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
+	}
+	addr := ln.Addr().String()
+	if err := os.WriteFile(a.cfg.AddressFile(), []byte(addr+"\n"), 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	defer os.Remove(a.cfg.AddressFile())
+	srv := &http.Server{Handler: a.Web.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	go a.Manager.Run(runCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(addr)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("stopping: finishing in-flight requests", "grace", a.cfg.ShutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		a.log.Warn("in-flight requests cut short", "err", err)
+	}
+	if a.cfg.HibernateOnStop {
+		a.hibernateAll(shutCtx)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (a *App) hibernateAll(ctx context.Context) {
+	for _, d := range a.Manager.List() {
+		if !d.State.Live() {
+			continue
+		}
+		if _, err := a.Manager.Hibernate(ctx, d.ID); err != nil {
+			a.log.Warn("hibernate on stop", "desktop", d.ID, "err", err)
+		} else {
+			a.log.Info("hibernated", "desktop", d.ID)
+		}
+	}
+}
+
+// loadOrMakeToken reads the API token, or makes one on first start.
+func loadOrMakeToken(path string) (tok string, made bool, err error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if tok = strings.TrimSpace(string(data)); tok != "" {
+			return tok, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("read token: %w", err)
+	}
+	b := make([]byte, 24)
+	rand.Read(b)
+	tok = "wd_" + hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write token: %w", err)
+	}
+	return tok, true, nil
+}

@@ -1,0 +1,28 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/hostd/config"
+)
+
+// Closer is implemented by drivers that hold background work.
+type Closer interface{ Close() }
+
+// NewDriver builds the configured driver.
+func NewDriver(ctx context.Context, c config.Serve, log *slog.Logger) (desktop.Driver, error) {
+	switch c.Driver {
+	case "qemu", "":
+		return qemu.New(ctx, qemu.Options{
+			RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoSandbox: c.NoSandbox, Logger: log,
+		})
+	case "libvirt":
+		return nil, fmt.Errorf("--driver libvirt is not built yet: use --driver qemu")
+	default:
+		return nil, fmt.Errorf("--driver %q: use qemu or libvirt", c.Driver)
+	}
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/images"
+)
+
+func cmdImage(ctx context.Context, e *env, args []string) error {
+	return sub(ctx, e, "image", args, map[string]func(context.Context, *env, []string) error{
+		"build": imageBuild,
+		"list":  imageList,
+		"rm":    imageRemove,
+	})
+}
+
+func imageBuild(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "image build")
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	flavor := fs.String("flavor", images.FlavorMinimal, "minimal (openbox, xterm) or browser (adds Chromium, open at boot)")
+	name := fs.String("name", "", "image name (default: the flavor)")
+	width := fs.Int("width", images.DefaultWidth, "screen width, pixels")
+	height := fs.Int("height", images.DefaultHeight, "screen height, pixels")
+	mirror := fs.String("mirror", "", "Debian mirror URL for debootstrap (default: debootstrap's own)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	r, err := images.NewRecipe(*flavor, *width, *height)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	im, err := images.Build(ctx, r, images.BuildOptions{CacheDir: paths.CacheDir, Name: *name, Mirror: *mirror, Progress: e.stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", im.Name, im.Hash[:12], im.Dir)
+	return nil
+}
+
+func imageList(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "image list")
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	all, err := images.List(paths.CacheDir)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(all)
+	}
+	tw := table(e.stdout)
+	fmt.Fprintln(tw, "NAME\tFLAVOR\tHASH\tSCREEN\tKERNEL\tDISK\tBUILT\tBUILD TIME")
+	for _, im := range all {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%dx%d\t%s\t%d MiB\t%s\t%s\n", im.Name, im.Flavor, im.Hash[:12], im.Width, im.Height,
+			im.KernelVersion, im.DiskBytes>>20, im.CreatedAt.Local().Format(time.DateTime), time.Duration(im.BuildSeconds*float64(time.Second)).Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+func imageRemove(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "image rm")
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one image name or hash")
+	}
+	im, err := images.Find(paths.CacheDir, pos[0])
+	if err != nil {
+		return err
+	}
+	cat, err := desktop.NewCatalog(paths.Snapshots())
+	if err != nil {
+		return err
+	}
+	snaps, _, err := cat.List()
+	if err != nil {
+		return err
+	}
+	var users []string
+	for _, s := range snaps {
+		if s.Manifest.Image.Hash == im.Hash {
+			users = append(users, s.Name)
+		}
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("image %s is the base of snapshots %s: remove them first", im.Name, strings.Join(users, ", "))
+	}
+	return images.Remove(im)
+}

@@ -1,0 +1,137 @@
+// Package config holds hostd's settings: where it keeps its state, cache
+// and sockets, how it listens, and the host's caps, with defaults and the
+// flags and environment variables that change them.
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// Paths are where hostd keeps things.
+type Paths struct {
+	// StateDir holds the records store, snapshots, desktop disks and the
+	// API token. Snapshots and desktop disks share it so that freezing a
+	// disk into a snapshot is a hard link.
+	StateDir string
+	// CacheDir holds built images (by recipe hash) and downloaded packages.
+	CacheDir string
+	// RunDir holds each desktop's sockets.
+	RunDir string
+}
+
+// Default locations, each overridable by an environment variable.
+func DefaultPaths() Paths {
+	return Paths{
+		StateDir: env("WARMDESK_STATE_DIR", "/var/lib/warmdesk"),
+		CacheDir: env("WARMDESK_CACHE_DIR", "/var/cache/warmdesk"),
+		RunDir:   env("WARMDESK_RUN_DIR", "/run/warmdesk"),
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Register adds the path flags to a flag set.
+func (p *Paths) Register(fs *flag.FlagSet) {
+	fs.StringVar(&p.StateDir, "state-dir", p.StateDir, "records, snapshots, desktop disks and the API token (env WARMDESK_STATE_DIR)")
+	fs.StringVar(&p.CacheDir, "cache-dir", p.CacheDir, "built images and downloaded packages (env WARMDESK_CACHE_DIR)")
+	fs.StringVar(&p.RunDir, "run-dir", p.RunDir, "desktop sockets (env WARMDESK_RUN_DIR)")
+}
+
+// Derived paths.
+func (p Paths) Snapshots() string   { return filepath.Join(p.StateDir, "snapshots") }
+func (p Paths) Desktops() string    { return filepath.Join(p.StateDir, "desktops") }
+func (p Paths) Records() string     { return filepath.Join(p.StateDir, "records.db") }
+func (p Paths) TokenFile() string   { return filepath.Join(p.StateDir, "token") }
+func (p Paths) AddressFile() string { return filepath.Join(p.StateDir, "address") }
+
+// DefaultListen is where hostd serves its API and pages.
+const DefaultListen = "127.0.0.1:8787"
+
+// Serve is the daemon's configuration.
+type Serve struct {
+	Paths
+	Listen string
+	Driver string // qemu or libvirt
+	Accel  string // auto, kvm, tcg
+	// LibvirtURI is the libvirtd connection for --driver libvirt.
+	LibvirtURI string
+	Limits     desktop.Limits
+	// HibernateOnStop hibernates running desktops when hostd stops,
+	// instead of leaving them running for the next hostd.
+	HibernateOnStop bool
+	ShutdownGrace   time.Duration
+	// NoSandbox turns QEMU's seccomp sandbox off (debugging only).
+	NoSandbox bool
+}
+
+// DefaultServe returns the defaults.
+func DefaultServe() Serve {
+	return Serve{
+		Paths: DefaultPaths(), Listen: env("WARMDESK_LISTEN", DefaultListen),
+		Driver: "qemu", Accel: "auto", LibvirtURI: "qemu:///system",
+		Limits: desktop.DefaultLimits(), ShutdownGrace: 30 * time.Second,
+	}
+}
+
+// Register adds the daemon's flags.
+func (s *Serve) Register(fs *flag.FlagSet) {
+	s.Paths.Register(fs)
+	fs.StringVar(&s.Listen, "listen", s.Listen, "address of the API and pages (env WARMDESK_LISTEN)")
+	fs.StringVar(&s.Driver, "driver", s.Driver, "hypervisor driver: qemu or libvirt")
+	fs.StringVar(&s.Accel, "accel", s.Accel, "accelerator: auto, kvm or tcg")
+	fs.StringVar(&s.LibvirtURI, "libvirt-uri", s.LibvirtURI, "libvirtd connection, for --driver libvirt")
+	fs.IntVar(&s.Limits.MaxDesktops, "max-desktops", s.Limits.MaxDesktops, "host cap on desktops holding resources")
+	fs.IntVar(&s.Limits.MaxMemoryMiB, "max-memory-mib", s.Limits.MaxMemoryMiB, "host cap on the sum of desktops' guest memory, MiB")
+	fs.IntVar(&s.Limits.PoolSize, "pool", s.Limits.PoolSize, "pre-spawned QEMU processes per snapshot (warm pool)")
+	fs.IntVar(&s.Limits.MaxFork, "max-fork", s.Limits.MaxFork, "most copies one fork may make")
+	fs.DurationVar(&s.Limits.MaxTTL, "max-ttl", s.Limits.MaxTTL, "longest TTL a desktop may ask for")
+	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
+	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
+	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
+}
+
+// ParseSize reads a size such as 1GiB, 512MiB, 2G or 1024 (MiB) into MiB.
+func ParseSize(s string) (int, error) {
+	units := []struct {
+		suffix string
+		mib    int
+	}{{"GiB", 1024}, {"MiB", 1}, {"G", 1024}, {"M", 1}, {"g", 1024}, {"m", 1}}
+	for _, u := range units {
+		if n, ok := cutSuffix(s, u.suffix); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil || v <= 0 {
+				return 0, &sizeError{s}
+			}
+			return v * u.mib, nil
+		}
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return 0, &sizeError{s}
+	}
+	return v, nil
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return "", false
+}
+
+type sizeError struct{ s string }
+
+func (e *sizeError) Error() string {
+	return "size " + strconv.Quote(e.s) + ": use a whole number with GiB or MiB, such as 1GiB or 512MiB"
+}

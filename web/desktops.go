@@ -1,0 +1,189 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// maxJSONBody bounds request bodies of the JSON API (files have their own).
+const maxJSONBody = 1 << 20
+
+// decodeJSON reads a strict JSON body: unknown fields and trailing data are
+// errors naming what was wrong.
+func decodeJSON(c *gin.Context, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
+	if err != nil {
+		badRequest(c, "", fmt.Sprintf("request body: %v (at most %d bytes)", err, maxJSONBody))
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		field := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		}
+		badRequest(c, field, "malformed JSON body: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		badRequest(c, "", "malformed JSON body: data after the object")
+		return false
+	}
+	return true
+}
+
+// view turns a desktop into its API form.
+func (s *Server) view(d desktop.Desktop) api.Desktop {
+	base := "/v1/desktops/" + d.ID
+	v := api.Desktop{
+		ID: d.ID, Name: d.Name, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
+		CPUs: d.Resources.CPUs, MemoryMiB: d.Resources.MemoryMiB, DiskMiB: d.Resources.DiskMiB,
+		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
+		ForkOf: d.ForkOf, Driver: d.Driver,
+		Control: api.Control{Holder: string(d.Control.Holder), By: d.Control.By, Since: d.Control.Since},
+		URLs: api.URLs{
+			Self: base, Screenshot: base + "/screenshot", Actions: base + "/actions",
+			Control: base + "/control", VNC: base + "/vnc", Viewer: "/desktops/" + d.ID,
+		},
+	}
+	if snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot); err == nil {
+		v.Screen = &api.Screen{Width: snap.Manifest.Machine.Width, Height: snap.Manifest.Machine.Height}
+	}
+	return v
+}
+
+func (s *Server) listDesktops(c *gin.Context) {
+	list := api.DesktopList{Desktops: []api.Desktop{}}
+	for _, d := range s.cfg.Manager.List() {
+		if grant, ok := grantOf(c); ok && grant.desktop != d.ID {
+			continue
+		}
+		list.Desktops = append(list.Desktops, s.view(d))
+	}
+	c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) createDesktop(c *gin.Context) {
+	if !s.daemonOnly(c) {
+		return
+	}
+	var req api.CreateDesktop
+	if !decodeJSON(c, &req) {
+		return
+	}
+	start := time.Now()
+	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
+		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB,
+	})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.cfg.Metrics.ObserveCreate(time.Since(start))
+	c.JSON(http.StatusCreated, s.view(d))
+}
+
+func (s *Server) getDesktop(c *gin.Context) {
+	d, err := s.cfg.Manager.Get(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.view(d))
+}
+
+func (s *Server) deleteDesktop(c *gin.Context) {
+	if !s.daemonOnly(c) {
+		return
+	}
+	if err := s.cfg.Manager.Delete(c.Request.Context(), c.Param("id")); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// desktopOp returns the handler of a lifecycle operation: pause, resume,
+// hibernate, wake, fork or snapshot.
+func (s *Server) desktopOp(op string) gin.HandlerFunc {
+	return func(c *gin.Context) { s.runOp(c, op) }
+}
+
+func (s *Server) runOp(c *gin.Context, op string) {
+	id := c.Param("id")
+	if !s.daemonOnly(c) {
+		return
+	}
+	ctx := c.Request.Context()
+	m := s.cfg.Manager
+	var (
+		d   desktop.Desktop
+		err error
+	)
+	switch op {
+	case "pause":
+		d, err = m.Pause(ctx, id)
+	case "resume":
+		d, err = m.Resume(ctx, id)
+	case "hibernate":
+		d, err = m.Hibernate(ctx, id)
+	case "wake":
+		d, err = m.Wake(ctx, id)
+	case "fork":
+		req := api.Fork{Count: 1}
+		if !decodeJSON(c, &req) {
+			return
+		}
+		copies, err := m.Fork(ctx, id, req.Count)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		out := api.DesktopList{Desktops: []api.Desktop{}}
+		for _, cp := range copies {
+			out.Desktops = append(out.Desktops, s.view(cp))
+		}
+		c.JSON(http.StatusCreated, out)
+		return
+	case "snapshot":
+		var req api.TakeSnapshot
+		if !decodeJSON(c, &req) {
+			return
+		}
+		if req.Name == "" {
+			badRequest(c, "name", "name: required, the new snapshot's name")
+			return
+		}
+		snap, err := m.Snapshot(ctx, id, req.Name)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		c.JSON(http.StatusCreated, s.snapshotView(snap, false))
+		return
+	default:
+		abort(c, http.StatusNotFound, "not_found", fmt.Sprintf("no operation %q on desktops", op), "")
+		return
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.view(d))
+}

@@ -1,0 +1,63 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// statusOf maps a domain error to an HTTP status and a stable code. This is
+// the only place that knows HTTP statuses for domain errors.
+func statusOf(err error) (int, string) {
+	var te *desktop.TransitionError
+	switch {
+	case errors.As(err, &te):
+		return http.StatusConflict, "illegal_state"
+	case errors.Is(err, desktop.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, desktop.ErrInvalid):
+		return http.StatusBadRequest, "invalid"
+	case errors.Is(err, desktop.ErrControlled):
+		return http.StatusConflict, "person_in_control"
+	case errors.Is(err, desktop.ErrConflict):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, desktop.ErrCapacity):
+		return http.StatusTooManyRequests, "over_capacity"
+	case errors.Is(err, desktop.ErrMismatch):
+		return http.StatusConflict, "snapshot_mismatch"
+	case errors.Is(err, desktop.ErrUnavailable):
+		return http.StatusGatewayTimeout, "unavailable"
+	default:
+		return http.StatusInternalServerError, "internal"
+	}
+}
+
+// fail answers with the error's status and a JSON body saying what was
+// wrong; for a desktop in the wrong state it names the state.
+func fail(c *gin.Context, err error) {
+	status, code := statusOf(err)
+	body := api.ErrorBody{Code: code, Message: err.Error()}
+	var te *desktop.TransitionError
+	if errors.As(err, &te) {
+		body.State = string(te.From)
+	}
+	var fe interface{ FieldName() string }
+	if errors.As(err, &fe) {
+		body.Field = fe.FieldName()
+	}
+	c.AbortWithStatusJSON(status, api.Error{Error: body})
+}
+
+// abort answers with an explicit status.
+func abort(c *gin.Context, status int, code, message, field string) {
+	c.AbortWithStatusJSON(status, api.Error{Error: api.ErrorBody{Code: code, Message: message, Field: field}})
+}
+
+// badRequest answers 400 naming the field at fault.
+func badRequest(c *gin.Context, field, message string) {
+	abort(c, http.StatusBadRequest, "invalid", message, field)
+}

@@ -1,0 +1,76 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// Metrics are hostd's Prometheus metrics, in a registry of their own.
+type Metrics struct {
+	reg    *prometheus.Registry
+	create prometheus.Histogram
+}
+
+// NewMetrics registers the metrics; desktop counts and pool sizes are read
+// from the Manager at each scrape.
+func NewMetrics(m *desktop.Manager) *Metrics {
+	reg := prometheus.NewRegistry()
+	mt := &Metrics{
+		reg: reg,
+		create: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "warmdesk_create_seconds",
+			Help:    "Time from a create request to a running desktop.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	reg.MustRegister(mt.create, &stateCollector{m: m})
+	return mt
+}
+
+// ObserveCreate records one create's latency.
+func (mt *Metrics) ObserveCreate(d time.Duration) { mt.create.Observe(d.Seconds()) }
+
+// Handler serves the metrics.
+func (mt *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(mt.reg, promhttp.HandlerOpts{})
+}
+
+var (
+	desktopsDesc = prometheus.NewDesc("warmdesk_desktops", "Desktops by state.", []string{"state"}, nil)
+	poolDesc     = prometheus.NewDesc("warmdesk_pool_ready", "Pre-spawned machines ready, by snapshot.", []string{"snapshot"}, nil)
+)
+
+type stateCollector struct{ m *desktop.Manager }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- desktopsDesc
+	ch <- poolDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[desktop.State]int{}
+	for _, s := range []desktop.State{desktop.StateCreating, desktop.StateRunning, desktop.StatePaused, desktop.StateHibernated, desktop.StateStopping, desktop.StateFailed} {
+		counts[s] = 0
+	}
+	for _, d := range c.m.List() {
+		counts[d.State]++
+	}
+	for s, n := range counts {
+		ch <- prometheus.MustNewConstMetric(desktopsDesc, prometheus.GaugeValue, float64(n), string(s))
+	}
+	w, ok := c.m.Driver().(desktop.Warmer)
+	if !ok {
+		return
+	}
+	snaps, _, _ := c.m.Catalog().List()
+	for _, s := range snaps {
+		if !s.Manifest.Ephemeral {
+			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(w.PoolSize(s.Name)), s.Name)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/screenshot"
+	"github.com/warmdesk/warmdesk/vnc"
+)
+
+// firstFrameWait bounds how long a request waits for a new mirror's first
+// frame (right after a create or a hostd restart).
+const firstFrameWait = 10 * time.Second
+
+// liveScreen finds a desktop's screen, once its mirror holds a frame. A
+// paused desktop still has a screen; a hibernated or failed one does not.
+func (s *Server) liveScreen(c *gin.Context) (Screen, desktop.Desktop, bool) {
+	id := c.Param("id")
+	d, err := s.cfg.Manager.Get(id)
+	if err != nil {
+		fail(c, err)
+		return nil, d, false
+	}
+	if !d.State.Live() {
+		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "show the screen of"})
+		return nil, d, false
+	}
+	scr, ok := s.cfg.Screens.Screen(id)
+	if !ok {
+		fail(c, fmt.Errorf("%w: desktop %s has no screen yet", desktop.ErrUnavailable, id))
+		return nil, d, false
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), firstFrameWait)
+	defer cancel()
+	select {
+	case <-scr.Ready():
+	case <-ctx.Done():
+		fail(c, fmt.Errorf("%w: desktop %s: no picture from its VNC server within %s", desktop.ErrUnavailable, id, firstFrameWait))
+		return nil, d, false
+	}
+	return scr, d, true
+}
+
+func (s *Server) screenshot(c *gin.Context) {
+	opts, err := screenshot.ParseOptions(c.Request.URL.Query())
+	if err != nil {
+		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
+		return
+	}
+	scr, _, ok := s.liveScreen(c)
+	if !ok {
+		return
+	}
+	s.sendShot(c, scr, opts, nil)
+}
+
+// screenshotSettled waits for the screen to stop changing, then captures.
+func (s *Server) screenshotSettled(c *gin.Context) {
+	q := c.Request.URL.Query()
+	quiet, err := msParam(q.Get("quiet_ms"), screenshot.DefaultQuiet, 10*time.Millisecond, 10*time.Second)
+	if err != nil {
+		badRequest(c, "quiet_ms", err.Error())
+		return
+	}
+	timeout, err := msParam(q.Get("timeout_ms"), 5*time.Second, 0, time.Minute)
+	if err != nil {
+		badRequest(c, "timeout_ms", err.Error())
+		return
+	}
+	q.Del("quiet_ms")
+	q.Del("timeout_ms")
+	opts, err := screenshot.ParseOptions(q)
+	if err != nil {
+		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
+		return
+	}
+	scr, _, ok := s.liveScreen(c)
+	if !ok {
+		return
+	}
+	st, err := screenshot.WaitSettled(c.Request.Context(), scr.Source(), quiet, timeout)
+	if err != nil {
+		fail(c, fmt.Errorf("%w: %w", desktop.ErrUnavailable, err))
+		return
+	}
+	s.sendShot(c, scr, opts, &st)
+}
+
+func (s *Server) sendShot(c *gin.Context, scr Screen, opts screenshot.Options, st *screenshot.Settle) {
+	shot, err := scr.Capture(c.Request.Context(), opts)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Screen-Width", strconv.Itoa(shot.Screen.X))
+	h.Set("X-Screen-Height", strconv.Itoa(shot.Screen.Y))
+	w, hgt := shot.Size()
+	h.Set("X-Image-Width", strconv.Itoa(w))
+	h.Set("X-Image-Height", strconv.Itoa(hgt))
+	r := shot.Region
+	h.Set("X-Region", fmt.Sprintf("%d,%d,%d,%d", r.Min.X, r.Min.Y, r.Dx(), r.Dy()))
+	h.Set("X-Scale", strconv.FormatFloat(float64(w)/float64(max(r.Dx(), 1)), 'f', 4, 64))
+	h.Set("X-Change-Counter", strconv.FormatUint(shot.Counter, 10))
+	h.Set("X-Cached", strconv.FormatBool(shot.Cached))
+	if st != nil {
+		h.Set("X-Settled", strconv.FormatBool(st.Settled))
+		h.Set("X-Settle-Ms", strconv.FormatInt(st.Waited.Milliseconds(), 10))
+	}
+	c.Data(http.StatusOK, shot.ContentType(), shot.Data)
+}
+
+func msParam(v string, def, lo, hi time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a whole number of milliseconds", v)
+	}
+	d := time.Duration(n) * time.Millisecond
+	if d < lo || d > hi {
+		return 0, fmt.Errorf("%d ms: use %d to %d", n, lo.Milliseconds(), hi.Milliseconds())
+	}
+	return d, nil
+}
+
+// vncSocket relays RFB over a WebSocket for noVNC. mode=view (the default)
+// drops the viewer's input; mode=control passes it, and only while a person
+// holds control of the desktop (an agent's control is not shared).
+func (s *Server) vncSocket(c *gin.Context) {
+	mode := c.DefaultQuery("mode", "view")
+	if mode != "view" && mode != "control" {
+		badRequest(c, "mode", fmt.Sprintf("mode %q: use view or control", mode))
+		return
+	}
+	if mode == "control" && !mayControl(c) {
+		abort(c, http.StatusForbidden, "forbidden", "this token may only watch: ask for a control token", "")
+		return
+	}
+	id := c.Param("id")
+	d, err := s.cfg.Manager.Get(id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if mode == "control" && d.Control.Holder != desktop.ControlPerson {
+		fail(c, fmt.Errorf("%w: an agent is in control of %s: take control first (POST /v1/desktops/%s/control {\"holder\":\"person\"})", desktop.ErrConflict, id, id))
+		return
+	}
+	scr, ok := s.cfg.Screens.Screen(id)
+	if !ok || !d.State.Live() {
+		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "view"})
+		return
+	}
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	if mode == "control" {
+		// Input rights end when the person hands control back.
+		stop := s.onControlChange(id, cancel)
+		defer stop()
+	}
+	r := c.Request.WithContext(ctx)
+	err = vnc.ServeWebSocket(c.Writer, r, scr.Dial, vnc.ProxyOptions{
+		ViewOnly: mode == "view", Logger: s.log.With("desktop", id), Stats: &s.vnc,
+		CheckOrigin: sameHost,
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Debug("vnc viewer ended", "desktop", id, "err", err)
+	}
+}
+
+// sameHost accepts WebSocket upgrades from pages served by this host (or
+// from non-browser clients, which send no Origin).
+func sameHost(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	for _, scheme := range []string{"http://", "https://"} {
+		if origin == scheme+r.Host {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,186 @@
+// Package web is hostd's HTTP face: the versioned JSON API under /v1, the
+// WebSocket channels (control, VNC for noVNC), the dashboard and viewer
+// pages, and the mapping of domain errors to HTTP statuses. It reaches
+// desktops only through desktop.Manager and the Screens interface, never a
+// concrete driver.
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/screenshot"
+	"github.com/warmdesk/warmdesk/vnc"
+)
+
+// Screen is one desktop's live screen, as hostd/app provides it.
+type Screen interface {
+	// Source is the live framebuffer.
+	Source() screenshot.Source
+	// Capture encodes a picture, cached per change.
+	Capture(ctx context.Context, o screenshot.Options) (screenshot.Shot, error)
+	// Dial opens a new connection to the desktop's VNC server.
+	Dial(ctx context.Context) (net.Conn, error)
+	// Ready is closed once the mirror holds a first complete frame.
+	Ready() <-chan struct{}
+}
+
+// Screens finds a desktop's screen.
+type Screens interface {
+	Screen(id string) (Screen, bool)
+}
+
+// Config wires a Server.
+type Config struct {
+	Manager *desktop.Manager
+	Screens Screens
+	// Token is the daemon's bearer token; every route but /healthz needs it.
+	Token   string
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Actions runs input on desktops; nil until the action API is wired.
+	Actions Actions
+}
+
+// Server serves the API and pages.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *gin.Engine
+	views  *viewTokens
+	vnc    vnc.ProxyStats
+}
+
+// New builds the routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Manager)
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens()}
+	s.engine.Use(s.recoverPanics, s.logRequests)
+	s.engine.GET("/healthz", s.healthz)
+	s.pages(s.engine)
+
+	v1 := s.engine.Group("/v1", s.auth)
+	v1.GET("/desktops", s.listDesktops)
+	v1.POST("/desktops", s.createDesktop)
+	v1.GET("/desktops/:id", s.getDesktop)
+	v1.DELETE("/desktops/:id", s.deleteDesktop)
+	for _, op := range []string{"pause", "resume", "hibernate", "wake", "fork", "snapshot"} {
+		v1.POST("/desktops/:id/"+op, s.desktopOp(op))
+	}
+	v1.GET("/desktops/:id/screenshot", s.screenshot)
+	v1.GET("/desktops/:id/screenshot/settled", s.screenshotSettled)
+	v1.GET("/desktops/:id/vnc", s.vncSocket)
+	v1.GET("/snapshots", s.listSnapshots)
+	v1.GET("/snapshots/:name", s.getSnapshot)
+	v1.DELETE("/snapshots/:name", s.deleteSnapshot)
+	v1.GET("/events", s.eventStream)
+	s.actionRoutes(v1)
+	s.engine.GET("/metrics", s.auth, gin.WrapH(cfg.Metrics.Handler()))
+	return s
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"ok": true})
+}
+
+// auth checks the daemon's bearer token (or a per-desktop token for the
+// routes that accept one). A wrong token is refused before anything else.
+func (s *Server) auth(c *gin.Context) {
+	if tok, ok := bearer(c.Request); ok && s.validDaemonToken(tok) {
+		c.Next()
+		return
+	}
+	// Browsers cannot set headers on a WebSocket: the viewer sends the
+	// token as the WebSocket subprotocol "bearer.TOKEN" instead (never in
+	// the URL, which would land in logs).
+	if tok, ok := protocolToken(c.Request); ok {
+		if s.validDaemonToken(tok) {
+			c.Next()
+			return
+		}
+		if grant, ok := s.views.check(tok, c.Param("id")); ok {
+			c.Set(grantKey, grant)
+			c.Next()
+			return
+		}
+	}
+	if tok, ok := bearer(c.Request); ok {
+		if grant, ok := s.views.check(tok, c.Param("id")); ok {
+			c.Set(grantKey, grant)
+			c.Next()
+			return
+		}
+	}
+	c.Header("WWW-Authenticate", `Bearer realm="warmdesk"`)
+	abort(c, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN); hostd printed it at first start and keeps it in its state directory", "")
+}
+
+func (s *Server) validDaemonToken(tok string) bool {
+	return s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(h, "Bearer "); ok && tok != "" {
+		return strings.TrimSpace(tok), true
+	}
+	return "", false
+}
+
+const protocolPrefix = "bearer."
+
+func protocolToken(r *http.Request) (string, bool) {
+	for _, p := range websocketProtocols(r) {
+		if tok, ok := strings.CutPrefix(p, protocolPrefix); ok && tok != "" {
+			return tok, true
+		}
+	}
+	return "", false
+}
+
+func websocketProtocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) recoverPanics(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in handler", "path", c.Request.URL.Path, "panic", r)
+			abort(c, http.StatusInternalServerError, "internal", "internal error", "")
+		}
+	}()
+	c.Next()
+}
+
+// logRequests logs method, route and status; never the query string, which
+// could hold secrets someone put there anyway.
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	s.log.Debug("http", "method", c.Request.Method, "route", c.FullPath(), "status", c.Writer.Status(), "took", time.Since(start))
+}
