@@ -13,7 +13,7 @@ import (
 )
 
 // Cache bounds used when CaptureConfig leaves them zero: a few formats and
-// sizes of the current screen, a few megabytes.
+// sizes of the current screen (a busy 1280x800 PNG is about 170 KB).
 const (
 	DefaultCacheEntries = 16
 	DefaultCacheBytes   = 32 << 20
@@ -64,8 +64,8 @@ type Shot struct {
 	Screen image.Point
 	// Region is the native area shown, within the screen.
 	Region image.Rectangle
-	// Scale maps between the picture and Region (ToScreen and FromScreen add
-	// Region's offset). Scale.Size() is the picture's size.
+	// Scale maps between the picture and Region; Shot's own ToNative and
+	// FromNative add Region's offset. Scale.Size() is the picture's size.
 	Scale Scale
 	// Counter is the change counter of the framebuffer content shown.
 	Counter uint64
@@ -86,21 +86,24 @@ func (s Shot) Size() (w, h int) { return s.Scale.Size() }
 // ContentType returns the picture's MIME type.
 func (s Shot) ContentType() string { return s.Format.ContentType() }
 
-// ToScreen maps a pixel of the picture to the framebuffer pixel it shows.
-func (s Shot) ToScreen(x, y int) (int, int) {
+// ToNative maps a pixel of the picture to the framebuffer pixel it shows.
+// With Size and FromNative, a Shot maps coordinates like a Scale does, for
+// whole-screen and region pictures alike.
+func (s Shot) ToNative(x, y int) (int, int) {
 	nx, ny := s.Scale.ToNative(x, y)
 	return nx + s.Region.Min.X, ny + s.Region.Min.Y
 }
 
-// FromScreen maps a framebuffer pixel to the picture's pixel showing it
+// FromNative maps a framebuffer pixel to the picture's pixel showing it
 // (clamped to the picture when it lies outside Region).
-func (s Shot) FromScreen(x, y int) (int, int) {
+func (s Shot) FromNative(x, y int) (int, int) {
 	return s.Scale.FromNative(x-s.Region.Min.X, y-s.Region.Min.Y)
 }
 
 // Capture returns a picture of the screen as opts say. An unchanged screen
-// with the same options is served from the cache. Invalid options, and a
-// region entirely off the screen, are *OptionError.
+// with the same options is served from the cache. It shows the mirror as it
+// is: to see the effect of an action, WaitSettled or WaitChanged first.
+// Invalid options, and a region entirely off the screen, are *OptionError.
 func (c *Capturer) Capture(ctx context.Context, opts Options) (Shot, error) {
 	if err := opts.Validate(); err != nil {
 		return Shot{}, err

@@ -278,3 +278,15 @@ func TestFitTargetLikeTheReferenceImplementation(t *testing.T) {
 		}
 	}
 }
+
+// coordinateMapper is the shape input/ consumes; Scale and Shot must keep it.
+type coordinateMapper interface {
+	Size() (w, h int)
+	ToNative(x, y int) (int, int)
+	FromNative(x, y int) (int, int)
+}
+
+var (
+	_ coordinateMapper = Scale{}
+	_ coordinateMapper = Shot{}
+)
