@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -129,14 +130,15 @@ func (e *OptionError) Unwrap() error { return e.Err }
 //	format=png|jpeg (jpg too)  quality=1..100  width=N  height=N
 //	region=x,y,w,h (native pixels)  cursor=1|0|true|false
 //
+// An empty value counts as absent (forms send "width=" for an empty field).
 // Other parameters are ignored; repeating one of these is an error. Errors
-// are *OptionError, naming the field. Cursor's position is not in the query:
-// the caller sets Options.Pointer.
+// are *OptionError, naming the field. Cursor's position is not in the
+// query: the caller sets Options.Pointer.
 func ParseOptions(q url.Values) (Options, error) {
 	var o Options
 	get := func(field string) (string, bool, error) {
-		vs, ok := q[field]
-		if !ok {
+		vs := slices.DeleteFunc(slices.Clone(q[field]), func(v string) bool { return v == "" })
+		if len(vs) == 0 {
 			return "", false, nil
 		}
 		if len(vs) > 1 {

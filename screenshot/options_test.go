@@ -22,6 +22,8 @@ func TestParseOptions(t *testing.T) {
 		{"cursor=1", Options{Cursor: true}},
 		{"cursor=false", Options{}},
 		{"id=abc&token=x", Options{}}, // not ours: ignored
+		{"format=png&quality=&width=&height=&region=&cursor=", Options{Format: PNG}},
+		{"width=&width=300", Options{Width: 300}},
 	}
 	for _, tt := range tests {
 		q, err := url.ParseQuery(tt.query)
