@@ -11,8 +11,8 @@ import (
 // of the framebuffer, given by its top-left corner.
 
 func (d *decoder) readCopyRect(h rectHeader) error {
-	var b [4]byte
-	if _, err := io.ReadFull(d.r, b[:]); err != nil {
+	b := d.hdr[:4]
+	if _, err := io.ReadFull(d.r, b); err != nil {
 		return fmt.Errorf("read copyrect source: %w", err)
 	}
 	dst := h.rect()

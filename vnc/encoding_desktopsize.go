@@ -14,8 +14,8 @@ import (
 const screenLen = 16
 
 func (d *decoder) readExtendedDesktopSize(h rectHeader) error {
-	var b [4]byte
-	if _, err := io.ReadFull(d.r, b[:]); err != nil {
+	b := d.hdr[:4]
+	if _, err := io.ReadFull(d.r, b); err != nil {
 		return fmt.Errorf("read screen count: %w", err)
 	}
 	// At most 255 screens of 16 bytes: bounded by the field's size.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"image"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -105,4 +106,19 @@ func sameImage(a, b *image.RGBA) bool {
 		}
 	}
 	return true
+}
+
+// dialTCPViewer connects to a TCP listener as a VNC viewer would.
+func dialTCPViewer(addr, password string) (net.Conn, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := clientHandshake(conn, conn, password, Limits{}.withDefaults()); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
 }

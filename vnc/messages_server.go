@@ -83,6 +83,7 @@ type decoder struct {
 
 	update  FramebufferUpdate
 	scratch []byte
+	hdr     [12]byte // for fixed-size fields; a local array would escape
 }
 
 const bytesPerPixel = 4
@@ -105,8 +106,8 @@ type rectHeader struct {
 func (h rectHeader) rect() image.Rectangle { return image.Rect(h.x, h.y, h.x+h.w, h.y+h.h) }
 
 func (d *decoder) readMessage() (ServerMessage, error) {
-	var b [8]byte
-	t, err := readU8(d.r, b[:])
+	b := d.hdr[:]
+	t, err := readU8(d.r, b)
 	if err != nil {
 		return nil, fmt.Errorf("read message type: %w", err)
 	}
@@ -149,7 +150,7 @@ func (d *decoder) readMessage() (ServerMessage, error) {
 }
 
 func (d *decoder) readFramebufferUpdate() error {
-	var b [12]byte
+	b := d.hdr[:]
 	if _, err := io.ReadFull(d.r, b[:3]); err != nil {
 		return err
 	}
