@@ -116,8 +116,10 @@ type builder struct {
 	start time.Time
 	procs []string // mounted /proc directories to unmount
 	step  int
-	// lastPhase is the debootstrap phase last shown.
-	lastPhase string
+	// lastPhase is the debootstrap phase last shown, phaseLines how many
+	// lines it has had.
+	lastPhase  string
+	phaseLines int
 }
 
 const buildSteps = 7
@@ -234,18 +236,24 @@ func (b *builder) stream(ctx context.Context, name string, args ...string) error
 	return nil
 }
 
-// isPhase reports the first line of each debootstrap phase.
+// isPhase picks the debootstrap lines worth showing: the first of each
+// phase, and every 40th package within one (debootstrap says "I: Retrieving
+// X", "I: Validating X" for every package).
 func (b *builder) isPhase(line string) bool {
 	f := strings.Fields(line)
 	if len(f) < 2 || f[0] != "I:" {
 		return false
 	}
 	phase := f[1]
-	if phase == b.lastPhase {
-		return false
+	if phase == "Validating" {
+		phase = "Retrieving"
 	}
-	b.lastPhase = phase
-	return true
+	if phase != b.lastPhase {
+		b.lastPhase, b.phaseLines = phase, 0
+		return true
+	}
+	b.phaseLines++
+	return b.phaseLines%40 == 0 && f[1] != "Validating"
 }
 
 func (b *builder) writeFiles() error {

@@ -1,0 +1,99 @@
+package qemu
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func testShape() desktop.MachineShape {
+	return desktop.MachineShape{
+		QEMUVersion: "7.2.22", QEMUSHA256: strings.Repeat("a", 64), Accel: "tcg", Type: "pc-q35-7.2", CPU: "max",
+		CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: DeviceArgs(1280, 800),
+	}
+}
+
+func golden(t *testing.T, name string, argv []string) {
+	t.Helper()
+	got := strings.Join(argv, "\n") + "\n"
+	path := filepath.Join("testdata", name)
+	if *update {
+		os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("argv differs from %s (run go test -update after checking):\n%s", path, got)
+	}
+}
+
+func TestArgvGoldenBake(t *testing.T) {
+	golden(t, "argv-bake.golden", Argv(Config{
+		Binary: "qemu-system-x86_64", Name: "bake-1", Shape: testShape(),
+		Memory: Memory{Path: "/snap/.draft-minimal/memory", Share: true},
+		Boot:   &Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
+		Disk:   "/snap/.draft-minimal/disk.qcow2", MonitorFD: 3,
+		VNC: "/run/w/bake-1/vnc.sock", Agent: "/run/w/bake-1/qga.sock", Console: "/run/w/bake-1/console.sock",
+		ConsoleLog: "/var/w/bake-1/console.log", Sandbox: true,
+	}))
+}
+
+func TestArgvGoldenClone(t *testing.T) {
+	golden(t, "argv-clone.golden", Argv(Config{
+		Binary: "qemu-system-x86_64", Name: "d-1", Shape: testShape(),
+		Memory: Memory{Path: "/snap/minimal/memory", Share: false},
+		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
+		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
+		ConsoleLog: "/var/w/d-1/console.log", Sandbox: true, Incoming: true, Network: true,
+	}))
+}
+
+func TestArgvFullRestoreUsesAnonymousRAM(t *testing.T) {
+	argv := strings.Join(Argv(Config{Shape: testShape(), Incoming: true}), " ")
+	if !strings.Contains(argv, "memory-backend-ram,id=mem0,size=1024M") || strings.Contains(argv, "mem-path") {
+		t.Errorf("full restore argv: %s", argv)
+	}
+}
+
+// The devices of a clone must be exactly the bake's: the same list, in
+// the same order, whatever else changes.
+func TestCloneDevicesEqualBakeDevices(t *testing.T) {
+	devices := func(argv []string) []string {
+		var out []string
+		for i, a := range argv {
+			if a == "-device" {
+				out = append(out, argv[i+1])
+			}
+		}
+		return out
+	}
+	bake := Argv(Config{Shape: testShape(), Boot: &Boot{}, Memory: Memory{Path: "/a", Share: true}})
+	clone := Argv(Config{Shape: testShape(), Memory: Memory{Path: "/b"}, Incoming: true, Network: true})
+	if strings.Join(devices(bake), "|") != strings.Join(devices(clone), "|") {
+		t.Errorf("devices differ:\n%v\n%v", devices(bake), devices(clone))
+	}
+}
+
+func TestArgvNeverServesVNCOnTCP(t *testing.T) {
+	argv := Argv(Config{Shape: testShape(), VNC: "/x/vnc.sock"})
+	for i, a := range argv {
+		if a == "-vnc" && !strings.HasPrefix(argv[i+1], "unix:") {
+			t.Errorf("-vnc %s is not a unix socket", argv[i+1])
+		}
+	}
+}
+
+func TestEscapeCommas(t *testing.T) {
+	argv := strings.Join(Argv(Config{Shape: testShape(), Disk: "/a,b/disk.qcow2"}), " ")
+	if !strings.Contains(argv, "file.filename=/a,,b/disk.qcow2") {
+		t.Errorf("comma not doubled: %s", argv)
+	}
+}

@@ -1,0 +1,155 @@
+// Package testenv gives end-to-end tests real parts: it checks that host
+// tools are installed (skipping outside CI, failing under CI=true), and
+// builds and bakes guest images once, caching them across runs under the
+// cache directory keyed by their recipe and the QEMU build.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/images"
+)
+
+// InCI reports whether the tests run in CI, where nothing may be skipped.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Require skips the test when a tool is missing, or fails it in CI.
+func Require(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := fmt.Sprintf("%s is not installed (run scripts/setup, which .ci/run calls)", tool)
+			if InCI() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
+// SkipShort skips end-to-end tests in -short mode (never in CI).
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() && !InCI() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+}
+
+// CacheDir is where images and test snapshots are cached across runs.
+func CacheDir() string {
+	if d := os.Getenv("WARMDESK_CACHE_DIR"); d != "" {
+		return d
+	}
+	return "/var/cache/warmdesk"
+}
+
+// Baked is a golden snapshot ready for tests.
+type Baked struct {
+	Image    images.Image
+	Catalog  *desktop.Catalog
+	Snapshot desktop.Snapshot
+}
+
+// Logger logs to the test.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// RunDir makes a short directory for sockets (unix socket paths are
+// limited to 108 bytes, and test temp directories can be long).
+func RunDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// Snapshot returns a baked snapshot of a flavor, building the image and
+// baking it when no cached one fits this host's QEMU build. Concurrent test
+// processes wait for one another.
+func Snapshot(t testing.TB, flavor string) Baked {
+	t.Helper()
+	SkipShort(t)
+	Require(t, "qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	cache := CacheDir()
+	recipe, err := images.NewRecipe(flavor, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := images.Build(ctx, recipe, images.BuildOptions{CacheDir: cache, Progress: testWriter{t}})
+	if err != nil {
+		t.Fatalf("build %s image: %v", flavor, err)
+	}
+	catalog, err := desktop.NewCatalog(filepath.Join(cache, "test-snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := lock(t, filepath.Join(cache, "test-snapshots", ".bake.lock"))
+	defer unlock()
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: RunDir(t), DataDir: t.TempDir(), Logger: Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	shape := drv.Shape()
+	name := fmt.Sprintf("%s-%s-%s", flavor, im.Hash[:8], shape.QEMUSHA256[:8])
+	if snap, err := catalog.Get(name); err == nil {
+		if err := catalog.Verify(snap); err == nil && len(snap.Manifest.Machine.Mismatch(shape)) == 0 {
+			return Baked{Image: im, Catalog: catalog, Snapshot: snap}
+		}
+		catalog.Remove(name)
+	}
+	start := time.Now()
+	snap, err := images.Bake(ctx, images.BakeOptions{
+		Driver: drv, Catalog: catalog, Image: im, Name: name, Progress: testWriter{t},
+		Settle: func(ctx context.Context, m desktop.Machine) error {
+			_, err := app.SettleMachine(ctx, m, 2*time.Second, 5*time.Minute, Logger(t))
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatalf("bake %s: %v", name, err)
+	}
+	t.Logf("baked %s in %s", name, time.Since(start).Round(time.Second))
+	return Baked{Image: im, Catalog: catalog, Snapshot: snap}
+}
+
+func lock(t testing.TB, path string) func() {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return func() { f.Close() }
+}
+
+var _ io.Writer = testWriter{}
