@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -22,9 +23,14 @@ import (
 type agentConn struct {
 	path string
 
-	mu   sync.Mutex
-	conn net.Conn
-	r    *bufio.Reader
+	mu sync.Mutex // serialises calls: QGA answers one at a time
+	r  *bufio.Reader
+
+	// cmu guards conn and closed, so close can interrupt a call in
+	// flight instead of waiting behind mu for the call's deadline.
+	cmu    sync.Mutex
+	conn   net.Conn
+	closed bool
 }
 
 var _ desktop.GuestAgent = (*agentConn)(nil)
@@ -43,7 +49,7 @@ func (e *qgaError) Error() string { return "guest agent: " + e.Class + ": " + e.
 func (a *agentConn) Call(ctx context.Context, command string, args, result any) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.ensure(ctx); err != nil {
+	if err := a.ensureRetrying(ctx); err != nil {
 		return err
 	}
 	line, err := encodeAgentCommand(command, args)
@@ -71,16 +77,47 @@ type agentReply struct {
 	Error  *qgaError       `json:"error"`
 }
 
+// syncAttempts bounds reconnections while synchronising. A clone of a
+// snapshot taken while the agent was connected starts with the guest's
+// agent closing and reopening its port, which can end the first
+// connection (EOF) before it is synchronised; nothing was sent yet, so
+// trying again is safe.
+const syncAttempts = 3
+
+func (a *agentConn) ensureRetrying(ctx context.Context) error {
+	var err error
+	for range syncAttempts {
+		if err = a.ensure(ctx); err == nil || ctx.Err() != nil || !errors.Is(err, io.EOF) {
+			return err
+		}
+	}
+	return err
+}
+
 // ensure connects and synchronises when there is no healthy connection.
 func (a *agentConn) ensure(ctx context.Context) error {
-	if a.conn != nil {
+	a.cmu.Lock()
+	conn, closed := a.conn, a.closed
+	a.cmu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: the machine has ended", desktop.ErrUnavailable)
+	}
+	if conn != nil {
 		return nil
 	}
 	conn, err := dialUnix(ctx, a.path)
 	if err != nil {
 		return fmt.Errorf("%w: guest agent socket: %w", desktop.ErrUnavailable, err)
 	}
-	a.conn, a.r = conn, bufio.NewReaderSize(conn, 64<<10)
+	a.cmu.Lock()
+	if a.closed {
+		a.cmu.Unlock()
+		conn.Close()
+		return fmt.Errorf("%w: the machine has ended", desktop.ErrUnavailable)
+	}
+	a.conn = conn
+	a.cmu.Unlock()
+	a.r = bufio.NewReaderSize(conn, 64<<10)
 	id := rand.Int64N(1 << 40)
 	sync, _ := json.Marshal(map[string]any{"execute": "guest-sync-delimited", "arguments": map[string]int64{"id": id}})
 	// The agent answers guest-sync-delimited with 0xFF first, which marks
@@ -103,10 +140,16 @@ func (a *agentConn) ensure(ctx context.Context) error {
 // roundTrip writes one line and reads one reply. With sync set, it skips
 // to the 0xFF delimiter and returns the first reply after it.
 func (a *agentConn) roundTrip(ctx context.Context, line, sync []byte) (agentReply, error) {
-	stop := context.AfterFunc(ctx, func() { a.conn.Close() })
+	a.cmu.Lock()
+	conn := a.conn
+	a.cmu.Unlock()
+	if conn == nil {
+		return agentReply{}, fmt.Errorf("%w: the machine has ended", desktop.ErrUnavailable)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if line != nil {
-		if _, err := a.conn.Write(line); err != nil {
+		if _, err := conn.Write(line); err != nil {
 			return agentReply{}, ctxErr(ctx, err)
 		}
 	}
@@ -158,16 +201,24 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 func (a *agentConn) drop() {
+	a.cmu.Lock()
+	defer a.cmu.Unlock()
 	if a.conn != nil {
 		a.conn.Close()
-		a.conn, a.r = nil, nil
+		a.conn = nil
 	}
 }
 
+// disconnect drops the connection (interrupting a call in flight); the
+// next call reconnects.
+func (a *agentConn) disconnect() { a.drop() }
+
+// close ends the channel for good: the machine is going.
 func (a *agentConn) close() {
-	a.mu.Lock()
+	a.cmu.Lock()
+	a.closed = true
+	a.cmu.Unlock()
 	a.drop()
-	a.mu.Unlock()
 }
 
 func encodeAgentCommand(command string, args any) ([]byte, error) {

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -47,6 +48,9 @@ type Driver struct {
 	log   *slog.Logger
 	shape desktop.MachineShape
 	pool  *pool
+
+	mu   sync.Mutex
+	live map[*Machine]struct{} // machines whose connections Close releases
 }
 
 var _ desktop.Driver = (*Driver)(nil)
@@ -76,7 +80,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("qemu driver: %w", err)
 		}
 	}
-	d := &Driver{opts: opts, log: opts.Logger}
+	d := &Driver{opts: opts, log: opts.Logger, live: map[*Machine]struct{}{}}
 	if d.shape, err = hostShape(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -86,8 +90,29 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	return d, nil
 }
 
-// Close stops the warm pool and ends its processes. Desktops keep running.
-func (d *Driver) Close() { d.pool.close() }
+// Close stops the warm pool and ends its processes, and lets go of every
+// other machine's monitor and agent connections. Desktops keep running,
+// for the next hostd to find.
+func (d *Driver) Close() {
+	d.pool.close()
+	d.mu.Lock()
+	ms := make([]*Machine, 0, len(d.live))
+	for m := range d.live {
+		ms = append(ms, m)
+	}
+	d.live = map[*Machine]struct{}{}
+	d.mu.Unlock()
+	for _, m := range ms {
+		m.agent.close()
+		m.qmp.Close()
+	}
+}
+
+func (d *Driver) forgetMachine(m *Machine) {
+	d.mu.Lock()
+	delete(d.live, m)
+	d.mu.Unlock()
+}
 
 // Shape is this host's QEMU build, accelerator, machine type and CPU model.
 func (d *Driver) Shape() desktop.MachineShape { return d.shape }
@@ -293,6 +318,13 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 		qmp:   r.c,
 		agent: &agentConn{path: rec.path("qga.sock")},
 	}
+	d.mu.Lock()
+	d.live[m] = struct{}{}
+	d.mu.Unlock()
+	go func() {
+		<-proc.done
+		d.forgetMachine(m)
+	}()
 	return m, nil
 }
 

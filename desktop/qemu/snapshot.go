@@ -120,6 +120,9 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	wasRunning := status == "running"
+	// The guest's agent should see its host go before the snapshot, so
+	// clones do not start mid-conversation with a host they never had.
+	m.agent.disconnect()
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}

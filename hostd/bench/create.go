@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/images"
+)
+
+// createTimeout bounds one create; a cold boot under TCG takes a minute.
+const createTimeout = 3 * time.Minute
+
+// timeCreate measures one Manager create up to a non-blank first frame of
+// the desktop's screen mirror, then deletes the desktop (not timed).
+func (e *env) timeCreate(ctx context.Context, mgr *desktop.Manager, screens *app.Screens) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	start := time.Now()
+	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: e.snap.Name})
+	if err != nil {
+		return 0, err
+	}
+	defer mgr.Delete(context.WithoutCancel(ctx), d.ID)
+	scr, ok := screens.Get(d.ID)
+	if !ok {
+		return 0, fmt.Errorf("desktop %s has no screen", d.ID)
+	}
+	if err := waitNonBlank(ctx, scr.Mirror); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func (e *env) createSuite(ctx context.Context) error {
+	n := e.opts.N
+	// Copy-on-write restore into a pre-spawned QEMU (the warm pool).
+	var pool Dist
+	e.drv.Warm(e.snap, 1)
+	for i := 0; i < n; i++ {
+		if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+			return err
+		}
+		d, err := e.timeCreate(ctx, e.mgr, e.screens)
+		if err != nil {
+			return fmt.Errorf("create from the pool: %w", err)
+		}
+		pool.Add(d)
+	}
+	e.drv.Warm(e.snap, 0)
+	e.res.dist("create_pool", &pool)
+	e.progress("  warm pool: p50 %s", pool.Percentile(50))
+
+	// Copy-on-write restore, spawning QEMU on the create.
+	var nopool Dist
+	for i := 0; i < n; i++ {
+		d, err := e.timeCreate(ctx, e.mgr, e.screens)
+		if err != nil {
+			return fmt.Errorf("create without pool: %w", err)
+		}
+		nopool.Add(d)
+	}
+	e.res.dist("create_nopool", &nopool)
+	e.progress("  no pool: p50 %s", nopool.Percentile(50))
+
+	// Full-state restore: all RAM in the state file, anonymous memory.
+	full, err := e.fullRestores(ctx, n)
+	if err != nil {
+		return fmt.Errorf("full-state restore: %w", err)
+	}
+	e.res.dist("create_fullrestore", full)
+	e.progress("  full-state restore: p50 %s", full.Percentile(50))
+
+	// The libvirt driver's restore, when libvirtd is there.
+	if err := e.libvirtCreates(ctx, n); err != nil {
+		for _, k := range []string{"create_libvirt_p50_ms", "create_libvirt_p95_ms", "create_libvirt_max_ms"} {
+			e.res.null(k, "libvirt driver not measured: "+err.Error())
+		}
+	}
+
+	// Cold boot to ready, the floor to beat.
+	var cold Dist
+	im, err := images.Find(e.opts.Paths.CacheDir, e.snap.Manifest.Image.Name)
+	if err != nil || im.Hash != e.snap.Manifest.Image.Hash {
+		for _, k := range []string{"coldboot_p50_ms", "coldboot_p95_ms", "coldboot_max_ms"} {
+			e.res.null(k, "the snapshot's image is not in the cache, so it cannot be booted cold")
+		}
+		return nil
+	}
+	for i := 0; i < e.opts.ColdN; i++ {
+		d, err := e.coldBoot(ctx, im)
+		if err != nil {
+			return fmt.Errorf("cold boot: %w", err)
+		}
+		cold.Add(d)
+		e.progress("  cold boot %d: %s", i+1, d.Round(time.Millisecond))
+	}
+	e.res.dist("coldboot", &cold)
+	if p := pool.Percentile(50); p > 0 {
+		e.res.set("coldboot_over_pool_ratio", float64(cold.Percentile(50))/float64(p))
+	}
+	return nil
+}
+
+// makeFullState writes one full state file from a clone of the snapshot.
+func (e *env) makeFullState(ctx context.Context) (string, error) {
+	m, err := e.drv.Restore(ctx, desktop.RestoreSpec{ID: desktop.NewID("full-src-"), Snapshot: e.snap})
+	if err != nil {
+		return "", err
+	}
+	defer m.Destroy(context.WithoutCancel(ctx))
+	path := e.pathIn("full.state")
+	saver, ok := m.(interface {
+		SaveFullState(context.Context, string) error
+	})
+	if !ok {
+		return "", fmt.Errorf("the driver cannot save full states")
+	}
+	if err := saver.SaveFullState(ctx, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func (e *env) fullRestores(ctx context.Context, n int) (*Dist, error) {
+	path, err := e.makeFullState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	if info, err := os.Stat(path); err == nil {
+		e.res.set("fullrestore_state_mb", float64(info.Size())/(1<<20))
+	}
+	var d Dist
+	for i := 0; i < n; i++ {
+		took, err := func() (time.Duration, error) {
+			ctx, cancel := context.WithTimeout(ctx, createTimeout)
+			defer cancel()
+			start := time.Now()
+			m, err := e.drv.RestoreFullState(ctx, desktop.NewID("full-"), e.snap, path)
+			if err != nil {
+				return 0, err
+			}
+			defer m.Destroy(context.WithoutCancel(ctx))
+			if err := waitNonBlank(ctx, mirrorOf(ctx, m, e.log)); err != nil {
+				return 0, err
+			}
+			return time.Since(start), nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+		d.Add(took)
+	}
+	return &d, nil
+}
+
+// libvirtEnv builds a libvirt driver and a Manager on it, or says why not.
+func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager, *app.Screens, func(), error) {
+	cfg := config.DefaultServe()
+	cfg.Driver = "libvirt"
+	cfg.LibvirtURI = e.opts.LibvirtURI
+	cfg.Paths = config.Paths{StateDir: e.pathIn("libvirt"), CacheDir: e.opts.Paths.CacheDir, RunDir: e.runDir + "/lv"}
+	for _, d := range []string{cfg.Desktops(), cfg.RunDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	drv, err := app.NewDriver(ctx, cfg, e.log)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	screens := app.NewScreens(context.WithoutCancel(ctx), e.log)
+	limits := desktop.DefaultLimits()
+	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
+	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: e.cat, Logger: e.log, Limits: limits, Observer: screens})
+	done := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, d := range mgr.List() {
+			mgr.Delete(cctx, d.ID)
+		}
+		mgr.Close()
+		if c, ok := drv.(app.Closer); ok {
+			c.Close()
+		}
+	}
+	return drv, mgr, screens, done, nil
+}
+
+func (e *env) libvirtCreates(ctx context.Context, n int) error {
+	_, mgr, screens, done, err := e.libvirtEnv(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var d Dist
+	for i := 0; i < n; i++ {
+		took, err := e.timeCreate(ctx, mgr, screens)
+		if err != nil {
+			return err
+		}
+		d.Add(took)
+	}
+	e.res.dist("create_libvirt", &d)
+	e.progress("  libvirt: p50 %s", d.Percentile(50))
+	return nil
+}
+
+// coldBoot boots the image from scratch to the guest's ready line.
+func (e *env) coldBoot(ctx context.Context, im images.Image) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, images.DefaultReadyTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp(e.dataDir, "cold-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	ready := make(chan struct{}, 1)
+	start := time.Now()
+	m, err := e.drv.Boot(ctx, desktop.BootSpec{
+		Name: "coldboot", Image: im.Boot(), CPUs: e.snap.Manifest.Machine.CPUs, MemoryMiB: e.snap.Manifest.Machine.MemoryMiB, Dir: dir,
+		ConsoleLine: func(line string) {
+			if strings.Contains(line, "warmdesk: ready") {
+				select {
+				case ready <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer m.Destroy(context.WithoutCancel(ctx))
+	select {
+	case <-ready:
+		return time.Since(start), nil
+	case <-m.Exited():
+		return 0, fmt.Errorf("QEMU %s", m.ExitReason())
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}

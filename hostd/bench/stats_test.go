@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var d Dist
+	for _, v := range []int{15, 20, 35, 40, 50} {
+		d.Add(time.Duration(v) * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want int
+	}{{5, 15}, {30, 20}, {40, 20}, {50, 35}, {95, 50}, {100, 50}} {
+		if got := d.Percentile(tc.p); got != time.Duration(tc.want)*time.Millisecond {
+			t.Errorf("p%.0f = %s, want %dms", tc.p, got, tc.want)
+		}
+	}
+	if d.Min() != 15*time.Millisecond || d.Max() != 50*time.Millisecond {
+		t.Errorf("min %s max %s", d.Min(), d.Max())
+	}
+	var empty Dist
+	if empty.Percentile(50) != 0 || empty.Min() != 0 {
+		t.Error("empty distribution is not zero")
+	}
+	// Samples are not reordered by asking.
+	if d.Samples[0] != 15*time.Millisecond || d.Samples[4] != 50*time.Millisecond {
+		t.Error("Percentile sorted the samples in place")
+	}
+}
+
+func TestParsePSS(t *testing.T) {
+	rollup := `55d1c4a00000-7ffc1b7fe000 ---p 00000000 00:00 0                          [rollup]
+Rss:              123456 kB
+Pss:               48123 kB
+Pss_Anon:          20000 kB
+Pss_File:          28123 kB
+Shared_Clean:      90000 kB
+`
+	kb, err := parsePSS(strings.NewReader(rollup))
+	if err != nil || kb != 48123 {
+		t.Fatalf("got %d, %v", kb, err)
+	}
+	for _, bad := range []string{"Rss: 1 kB\n", "Pss: x kB\n", "Pss: -5 kB\n", ""} {
+		if _, err := parsePSS(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func FuzzParsePSS(f *testing.F) {
+	f.Add("Pss: 10 kB\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := parsePSS(strings.NewReader(s)); err == nil && v < 0 {
+			t.Fatal("negative PSS")
+		}
+	})
+}

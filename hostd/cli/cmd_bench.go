@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/warmdesk/warmdesk/hostd/bench"
+	"github.com/warmdesk/warmdesk/hostd/config"
+)
+
+func cmdBench(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "bench")
+	o := bench.Options{Paths: config.DefaultPaths(), LibvirtURI: "qemu:///system"}
+	o.Paths.Register(fs)
+	fs.StringVar(&o.Snapshot, "snapshot", "minimal", "snapshot to measure")
+	suites := fs.String("suites", strings.Join(bench.Suites, ","), "suites to run, comma-separated: "+strings.Join(bench.Suites, ", "))
+	fs.IntVar(&o.N, "n", 20, "samples per create method")
+	fs.IntVar(&o.ColdN, "cold-n", 2, "cold boots (each about a minute under TCG)")
+	fs.IntVar(&o.K, "k", 10, "idle desktops for the density suite")
+	fs.IntVar(&o.BudgetMiB, "budget-mib", 0, "host memory budget for 'most desktops that fit' (default: all host memory)")
+	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "libvirtd for the libvirt comparisons")
+	asJSON := fs.Bool("json", false, "print one JSON object with stable keys")
+	report := fs.String("report", "", "also write report.html (SVG charts) and results.json into this directory")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Suites = strings.Split(*suites, ",")
+	if o.N < 1 || o.ColdN < 0 || o.K < 1 {
+		return usagef("-n and -k must be at least 1, -cold-n at least 0")
+	}
+	if o.BudgetMiB == 0 {
+		o.BudgetMiB = bench.HostMemoryMiB()
+	}
+	o.Log = e.log
+	o.Progress = e.stderr
+	res, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *report != "" {
+		if err := bench.WriteReport(*report, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "report written to %s/report.html\n", *report)
+	}
+	if *asJSON {
+		return bench.WriteJSON(e.stdout, res)
+	}
+	return bench.WriteTable(e.stdout, res)
+}
