@@ -155,7 +155,16 @@ func (d *Draft) Commit(m *Manifest) (Snapshot, error) {
 	}
 	m.Files = map[string]FileSum{}
 	for _, role := range []string{FileMemory, FileState, FileDisk} {
-		sum, err := SumFile(d.Path(role))
+		var sum FileSum
+		var err error
+		if m.Ephemeral {
+			// A fork template lives for its forks only, inside this
+			// hostd, and hashing its RAM would cost a second or more of
+			// the fork: record sizes, not checksums.
+			sum, err = sizeOnly(d.Path(role))
+		} else {
+			sum, err = SumFile(d.Path(role))
+		}
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("commit snapshot %s: %w", d.Name, err)
 		}
@@ -237,6 +246,14 @@ func (c *Catalog) CleanDrafts() error {
 	return nil
 }
 
+func sizeOnly(path string) (FileSum, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return FileSum{}, fmt.Errorf("checksum: %w", err)
+	}
+	return FileSum{Size: info.Size()}, nil
+}
+
 // Verify checks a snapshot's files against its manifest's checksums. The
 // result is remembered per file identity, so an unchanged snapshot is hashed
 // once per process.
@@ -252,6 +269,12 @@ func (c *Catalog) Verify(s Snapshot) error {
 		return nil
 	}
 	for role, want := range s.Manifest.Files {
+		if s.Manifest.Ephemeral {
+			if info, err := os.Stat(s.Path(role)); err != nil || info.Size() != want.Size {
+				return fmt.Errorf("%w: fork template %s: file %s is missing or changed size", ErrMismatch, s.Name, role)
+			}
+			continue
+		}
 		got, err := SumFile(s.Path(role))
 		if err != nil {
 			return fmt.Errorf("%w: snapshot %s: %w: re-bake it", ErrMismatch, s.Name, err)

@@ -135,7 +135,7 @@ func (m *Manifest) Validate() error {
 		if !ok {
 			return fmt.Errorf("%w: manifest of %s lacks file %q", ErrInvalid, m.Name, role)
 		}
-		if len(sum.SHA256) != 64 {
+		if len(sum.SHA256) != 64 && !(m.Ephemeral && sum.SHA256 == "") {
 			return fmt.Errorf("%w: manifest of %s has a malformed sha256 for %q", ErrInvalid, m.Name, role)
 		}
 	}

@@ -21,6 +21,11 @@ type migrationStatus struct {
 	} `json:"ram"`
 }
 
+// unthrottled lifts QEMU's default migration bandwidth cap (128 MiB/s,
+// meant for networks): every migration here is to a local file or socket,
+// and a hibernate or fork waits for it.
+const unthrottled = 1 << 40
+
 func setCapabilities(ctx context.Context, c *qmp.Client, ignoreShared bool) error {
 	caps := []map[string]any{
 		{"capability": "x-ignore-shared", "state": ignoreShared},
@@ -28,6 +33,9 @@ func setCapabilities(ctx context.Context, c *qmp.Client, ignoreShared bool) erro
 	}
 	if err := c.Execute(ctx, "migrate-set-capabilities", map[string]any{"capabilities": caps}, nil); err != nil {
 		return fmt.Errorf("set migration capabilities: %w", err)
+	}
+	if err := c.Execute(ctx, "migrate-set-parameters", map[string]any{"max-bandwidth": unthrottled}, nil); err != nil {
+		return fmt.Errorf("set migration bandwidth: %w", err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/screenshot"
@@ -124,22 +123,6 @@ func (ss *Screens) Get(id string) (*Screen, bool) {
 	defer ss.mu.Unlock()
 	s, ok := ss.byID[id]
 	return s, ok
-}
-
-// SettleMachine waits, through a mirror of its own, until a machine's screen
-// has shown a first frame and then stayed unchanged for quiet (or timeout
-// passed). Baking uses it after the guest reports ready.
-func SettleMachine(ctx context.Context, m desktop.Machine, quiet, timeout time.Duration, log *slog.Logger) (screenshot.Settle, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	mirror := vnc.NewMirror(vnc.MirrorOptions{Dial: m.DialVNC, Logger: log})
-	go mirror.Run(ctx)
-	select {
-	case <-mirror.Ready():
-	case <-ctx.Done():
-		return screenshot.Settle{}, fmt.Errorf("screen: no first frame: %w", ctx.Err())
-	}
-	return screenshot.WaitSettled(ctx, mirror, quiet, timeout)
 }
 
 // Source is the live framebuffer.

@@ -12,6 +12,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/hostd/app"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/hostd/settle"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
 )
@@ -71,7 +72,7 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	snap, err := images.Bake(ctx, images.BakeOptions{
 		Driver: drv, Catalog: cat, Image: im, Name: *name, CPUs: *cpus, MemoryMiB: mib, Progress: e.stderr,
 		Settle: func(ctx context.Context, m desktop.Machine) error {
-			res, err := app.SettleMachine(ctx, m, *quiet, 5*time.Minute, e.log)
+			res, err := settle.Machine(ctx, m, *quiet, 5*time.Minute, e.log)
 			if err != nil {
 				return err
 			}

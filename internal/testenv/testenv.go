@@ -19,7 +19,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/hostd/settle"
 	"github.com/warmdesk/warmdesk/images"
 )
 
@@ -128,7 +128,7 @@ func Snapshot(t testing.TB, flavor string) Baked {
 	snap, err := images.Bake(ctx, images.BakeOptions{
 		Driver: drv, Catalog: catalog, Image: im, Name: name, Progress: testWriter{t},
 		Settle: func(ctx context.Context, m desktop.Machine) error {
-			_, err := app.SettleMachine(ctx, m, 2*time.Second, 5*time.Minute, Logger(t))
+			_, err := settle.Machine(ctx, m, 2*time.Second, 5*time.Minute, Logger(t))
 			return err
 		},
 	})

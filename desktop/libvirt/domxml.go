@@ -1,0 +1,473 @@
+package libvirt
+
+import (
+	"encoding/xml"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+)
+
+// MetadataURI is the namespace of the element hostd writes into the
+// <metadata> of every domain it defines. A domain without it, or with
+// another desktop's id in it, is never touched.
+const MetadataURI = "https://github.com/warmdesk/warmdesk/libvirt/1"
+
+// Roles of hostd's domains, written in their metadata.
+const (
+	RoleDesktop  = "desktop"  // a desktop's machine
+	RoleBake     = "bake"     // a cold boot being baked into a snapshot
+	RoleTemplate = "template" // a transient copy a running desktop's snapshot goes through
+)
+
+// Fixed names the QEMU driver's device list refers to: the guest's NIC
+// backend, its memory backend and the MAC every clone shares (each clone
+// has its own user-mode network, so they never meet).
+const (
+	memoryBackendID = "mem0"
+	netdevID        = "hostnet0"
+)
+
+// Memory says where guest RAM lives, as in the QEMU driver.
+type Memory struct {
+	// Path of the file backing RAM; empty means anonymous RAM (a full
+	// restore such as a wake from hibernation).
+	Path string
+	// Share maps the file shared (a template) or private (a copy-on-write
+	// clone: the file is never written).
+	Share bool
+}
+
+// Boot is a direct kernel boot.
+type Boot struct {
+	Kernel, Initrd, Cmdline string
+}
+
+// Meta is what hostd records in a domain's <metadata>.
+type Meta struct {
+	ID   string `xml:"id,attr"`
+	Role string `xml:"role,attr"`
+}
+
+// DomainConfig is everything a domain's XML is built from.
+type DomainConfig struct {
+	Name     string
+	UUID     string
+	Meta     Meta
+	Emulator string
+	// Shape is the machine: accelerator, machine type, CPU, memory,
+	// resolution and the QEMU driver's exact device list, which the XML
+	// must reproduce device for device.
+	Shape  desktop.MachineShape
+	Memory Memory
+	Boot   *Boot // nil for a restore
+	Disk   string
+	// VNC and Console are unix socket paths in the machine's 0700 run
+	// directory; ConsoleLog receives the guest's serial console.
+	VNC, Console, ConsoleLog string
+	Network                  bool
+	// Incoming starts QEMU waiting for migrate-incoming.
+	Incoming bool
+}
+
+// CheckDevices tells whether a shape's device list is one this driver can
+// express in domain XML: exactly the QEMU driver's list at the shape's
+// resolution. Anything else (a snapshot from another version of the QEMU
+// driver) is refused rather than restored into a different machine.
+func CheckDevices(s desktop.MachineShape) error {
+	want := qemu.DeviceArgs(s.Width, s.Height)
+	if !slices.Equal(s.Devices, want) {
+		return fmt.Errorf("%w: device list %q is not the one the libvirt driver reproduces (%q): re-bake the snapshot with this hostd",
+			desktop.ErrMismatch, s.Devices, want)
+	}
+	return nil
+}
+
+// DomainXML builds a domain's XML. It is a pure function of its config;
+// the golden tests pin its output, and the end-to-end tests check that
+// the QEMU libvirt starts from it has the QEMU driver's devices.
+//
+// libvirt describes every device natively, at the PCI addresses the QEMU
+// driver's device list gives, so libvirt's aliases come out as the device
+// ids the QEMU driver uses. What libvirt cannot say goes on
+// <qemu:commandline> (which taints the domain):
+//   - guest RAM as memory-backend-file on the snapshot's memory file, and a
+//     second -machine memory-backend= that overrides libvirt's own backend
+//     (libvirt's stays unused, so it is neither touched nor migrated);
+//   - -incoming defer, so hostd drives the restore over QMP;
+//   - the NIC when there is no network: libvirt has no way to ask for a
+//     user-mode network with restrict=on (a NIC that reaches nothing).
+func DomainXML(c DomainConfig) ([]byte, error) {
+	s := c.Shape
+	if err := CheckDevices(s); err != nil {
+		return nil, err
+	}
+	nic := deviceWithDriver(s.Devices, "virtio-net-pci")
+	mac := deviceProp(nic, "mac")
+	typ := "qemu" // TCG
+	cpu := cpuXML{Mode: "maximum", Check: "none"}
+	switch s.Accel {
+	case "kvm":
+		typ = "kvm"
+		cpu = cpuXML{Mode: "host-passthrough", Check: "none", Migratable: "on"}
+	case "tcg":
+	default:
+		return nil, fmt.Errorf("%w: accelerator %q", desktop.ErrInvalid, s.Accel)
+	}
+	if s.CPU != "max" && s.CPU != "host" {
+		return nil, fmt.Errorf("%w: CPU model %q: the libvirt driver knows max (TCG) and host (KVM)", desktop.ErrMismatch, s.CPU)
+	}
+	// QEMU's -smp N on q35 7.x means one socket of N cores; libvirt says
+	// so only with an explicit topology.
+	cpu.Topology = &topologyXML{Sockets: 1, Dies: 1, Cores: s.CPUs, Threads: 1}
+
+	mib := strconv.Itoa(s.MemoryMiB) + "M"
+	memory := "memory-backend-ram,id=" + memoryBackendID + ",size=" + mib
+	if c.Memory.Path != "" {
+		share := "off"
+		if c.Memory.Share {
+			share = "on"
+		}
+		memory = "memory-backend-file,id=" + memoryBackendID + ",size=" + mib + ",mem-path=" + escape(c.Memory.Path) + ",share=" + share
+	}
+	args := []string{"-object", memory, "-machine", "memory-backend=" + memoryBackendID}
+
+	d := domainXML{
+		Type:      typ,
+		XMLNSQEMU: "http://libvirt.org/schemas/domain/qemu/1.0",
+		Name:      c.Name,
+		UUID:      c.UUID,
+		Metadata:  metadataXML{Machine: metaXML{XMLNS: MetadataURI, Meta: c.Meta}},
+		Memory:    sizeXML{Unit: "MiB", Value: s.MemoryMiB},
+		VCPU:      s.CPUs,
+		OS:        osXML{Type: osTypeXML{Arch: "x86_64", Machine: s.Type, Value: "hvm"}},
+		Features:  featuresXML{ACPI: &struct{}{}, APIC: &struct{}{}},
+		CPU:       cpu,
+		Clock:     clockXML{Offset: "utc"},
+		// A guest that powers off or crashes ends; one that reboots
+		// restarts in the same QEMU, as under the QEMU driver.
+		OnPoweroff: "destroy", OnReboot: "restart", OnCrash: "destroy",
+		GenID: &struct{}{}, // vmgenid: every clone reseeds its RNG
+	}
+	if c.Boot != nil {
+		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = c.Boot.Kernel, c.Boot.Initrd, c.Boot.Cmdline
+	}
+	dev := &d.Devices
+	dev.Emulator = c.Emulator
+	dev.Disks = []diskXML{{
+		Type: "file", Device: "disk",
+		Driver:  driverXML{Name: "qemu", Type: "qcow2", Discard: "unmap"},
+		Source:  sourceXML{File: c.Disk},
+		Target:  targetXML{Dev: "vda", Bus: "virtio"},
+		Address: pci(4),
+	}}
+	dev.Controllers = []controllerXML{
+		{Type: "pci", Index: 0, Model: "pcie-root"},
+		{Type: "usb", Index: 0, Model: "qemu-xhci", Address: pci(2)},
+		{Type: "virtio-serial", Index: 0, Address: pci(3)},
+	}
+	dev.Serials = []serialXML{{
+		Type:   "unix",
+		Source: &chardevSourceXML{Mode: "bind", Path: c.Console},
+		Log:    &logXML{File: c.ConsoleLog, Append: "on"},
+		Target: &serialTargetXML{Type: "isa-serial", Port: "0", Model: &modelNameXML{Name: "isa-serial"}},
+	}}
+	// libvirt binds the agent's socket itself (under its own state
+	// directory) and speaks to it for QEMUDomainAgentCommand.
+	dev.Channels = []serialXML{{
+		Type:    "unix",
+		Source:  &chardevSourceXML{Mode: "bind"},
+		Target:  &serialTargetXML{Type: "virtio", Name: "org.qemu.guest_agent.0"},
+		Address: &addressXML{Type: "virtio-serial", Controller: "0", Bus: "0", Port: "1"},
+	}}
+	dev.Inputs = []inputXML{{Type: "tablet", Bus: "usb", Address: &addressXML{Type: "usb", Bus: "0", Port: "1"}}}
+	// VNC only on a unix socket in the machine's 0700 run directory, never
+	// TCP; force-shared so no client can cut the others off.
+	dev.Graphics = []graphicsXML{{Type: "vnc", SharePolicy: "force-shared", Listen: listenXML{Type: "socket", Socket: c.VNC}}}
+	dev.Audio = []audioXML{{ID: 1, Type: "none"}}
+	dev.Video = []videoXML{{
+		Model: videoModelXML{
+			Type: "vga", VRAM: deviceInt(deviceWithDriver(s.Devices, "VGA"), "vgamem_mb") * 1024, Heads: 1, Primary: "yes",
+			Resolution: &resolutionXML{X: s.Width, Y: s.Height},
+		},
+		Address: pci(1),
+	}}
+	dev.Memballoon = &memballoonXML{Model: "none"} // a balloon would punch holes in the shared memory file
+	if c.Network {
+		dev.Interfaces = []interfaceXML{{
+			Type: "user", MAC: &macXML{Address: mac}, Model: &modelTypeXML{Type: "virtio"}, Address: pci(5),
+		}}
+	} else {
+		args = append(args, "-netdev", "user,id="+netdevID+",restrict=on", "-device", nic)
+	}
+	if c.Incoming {
+		args = append(args, "-incoming", "defer")
+	}
+	for _, a := range args {
+		d.Commandline.Args = append(d.Commandline.Args, qemuArgXML{Value: a})
+	}
+	out, err := xml.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("domain xml: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+func pci(slot int) *addressXML {
+	return &addressXML{Type: "pci", Domain: "0x0000", Bus: "0x00", Slot: fmt.Sprintf("0x%02x", slot), Function: "0x0"}
+}
+
+// deviceWithDriver finds the device argument of a QEMU device driver.
+func deviceWithDriver(devices []string, driver string) string {
+	for _, d := range devices {
+		if strings.HasPrefix(d, driver+",") {
+			return d
+		}
+	}
+	return ""
+}
+
+// deviceProp reads key=value out of a -device argument.
+func deviceProp(device, key string) string {
+	for _, kv := range strings.Split(device, ",")[1:] {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func deviceInt(device, key string) int {
+	n, _ := strconv.Atoi(deviceProp(device, key))
+	return n
+}
+
+// escape doubles commas, QEMU's escape inside an option value.
+func escape(v string) string { return strings.ReplaceAll(v, ",", ",,") }
+
+// The XML shapes, as libvirt's domain schema names them.
+
+type domainXML struct {
+	XMLName     xml.Name       `xml:"domain"`
+	Type        string         `xml:"type,attr"`
+	XMLNSQEMU   string         `xml:"xmlns:qemu,attr"`
+	Name        string         `xml:"name"`
+	UUID        string         `xml:"uuid,omitempty"`
+	Metadata    metadataXML    `xml:"metadata"`
+	Memory      sizeXML        `xml:"memory"`
+	VCPU        int            `xml:"vcpu"`
+	OS          osXML          `xml:"os"`
+	Features    featuresXML    `xml:"features"`
+	CPU         cpuXML         `xml:"cpu"`
+	Clock       clockXML       `xml:"clock"`
+	OnPoweroff  string         `xml:"on_poweroff"`
+	OnReboot    string         `xml:"on_reboot"`
+	OnCrash     string         `xml:"on_crash"`
+	GenID       *struct{}      `xml:"genid"`
+	Devices     devicesXML     `xml:"devices"`
+	Commandline commandlineXML `xml:"qemu:commandline"`
+}
+
+type metadataXML struct {
+	Machine metaXML `xml:"warmdesk:machine"`
+}
+
+type metaXML struct {
+	XMLNS string `xml:"xmlns:warmdesk,attr"`
+	Meta
+}
+
+type sizeXML struct {
+	Unit  string `xml:"unit,attr"`
+	Value int    `xml:",chardata"`
+}
+
+type osXML struct {
+	Type    osTypeXML `xml:"type"`
+	Kernel  string    `xml:"kernel,omitempty"`
+	Initrd  string    `xml:"initrd,omitempty"`
+	Cmdline string    `xml:"cmdline,omitempty"`
+}
+
+type osTypeXML struct {
+	Arch    string `xml:"arch,attr"`
+	Machine string `xml:"machine,attr"`
+	Value   string `xml:",chardata"`
+}
+
+type featuresXML struct {
+	ACPI *struct{} `xml:"acpi"`
+	APIC *struct{} `xml:"apic"`
+}
+
+type cpuXML struct {
+	Mode       string       `xml:"mode,attr"`
+	Check      string       `xml:"check,attr,omitempty"`
+	Migratable string       `xml:"migratable,attr,omitempty"`
+	Topology   *topologyXML `xml:"topology"`
+}
+
+type topologyXML struct {
+	Sockets int `xml:"sockets,attr"`
+	Dies    int `xml:"dies,attr"`
+	Cores   int `xml:"cores,attr"`
+	Threads int `xml:"threads,attr"`
+}
+
+type clockXML struct {
+	Offset string `xml:"offset,attr"`
+}
+
+type devicesXML struct {
+	Emulator    string          `xml:"emulator"`
+	Disks       []diskXML       `xml:"disk"`
+	Controllers []controllerXML `xml:"controller"`
+	Interfaces  []interfaceXML  `xml:"interface"`
+	Serials     []serialXML     `xml:"serial"`
+	Channels    []serialXML     `xml:"channel"`
+	Inputs      []inputXML      `xml:"input"`
+	Graphics    []graphicsXML   `xml:"graphics"`
+	Audio       []audioXML      `xml:"audio"`
+	Video       []videoXML      `xml:"video"`
+	Memballoon  *memballoonXML  `xml:"memballoon"`
+}
+
+type diskXML struct {
+	Type    string      `xml:"type,attr"`
+	Device  string      `xml:"device,attr"`
+	Driver  driverXML   `xml:"driver"`
+	Source  sourceXML   `xml:"source"`
+	Target  targetXML   `xml:"target"`
+	Address *addressXML `xml:"address"`
+}
+
+type driverXML struct {
+	Name    string `xml:"name,attr"`
+	Type    string `xml:"type,attr"`
+	Discard string `xml:"discard,attr,omitempty"`
+}
+
+type sourceXML struct {
+	File string `xml:"file,attr"`
+}
+
+type targetXML struct {
+	Dev string `xml:"dev,attr"`
+	Bus string `xml:"bus,attr"`
+}
+
+type addressXML struct {
+	Type       string `xml:"type,attr"`
+	Domain     string `xml:"domain,attr,omitempty"`
+	Controller string `xml:"controller,attr,omitempty"`
+	Bus        string `xml:"bus,attr,omitempty"`
+	Slot       string `xml:"slot,attr,omitempty"`
+	Function   string `xml:"function,attr,omitempty"`
+	Port       string `xml:"port,attr,omitempty"`
+}
+
+type controllerXML struct {
+	Type    string      `xml:"type,attr"`
+	Index   int         `xml:"index,attr"`
+	Model   string      `xml:"model,attr,omitempty"`
+	Address *addressXML `xml:"address"`
+}
+
+type interfaceXML struct {
+	Type    string        `xml:"type,attr"`
+	MAC     *macXML       `xml:"mac"`
+	Model   *modelTypeXML `xml:"model"`
+	Address *addressXML   `xml:"address"`
+}
+
+type macXML struct {
+	Address string `xml:"address,attr"`
+}
+
+type modelTypeXML struct {
+	Type string `xml:"type,attr"`
+}
+
+type modelNameXML struct {
+	Name string `xml:"name,attr"`
+}
+
+type serialXML struct {
+	Type    string            `xml:"type,attr"`
+	Source  *chardevSourceXML `xml:"source"`
+	Log     *logXML           `xml:"log"`
+	Target  *serialTargetXML  `xml:"target"`
+	Address *addressXML       `xml:"address"`
+}
+
+type chardevSourceXML struct {
+	Mode string `xml:"mode,attr"`
+	Path string `xml:"path,attr,omitempty"`
+}
+
+type logXML struct {
+	File   string `xml:"file,attr"`
+	Append string `xml:"append,attr"`
+}
+
+type serialTargetXML struct {
+	Type  string        `xml:"type,attr"`
+	Port  string        `xml:"port,attr,omitempty"`
+	Name  string        `xml:"name,attr,omitempty"`
+	Model *modelNameXML `xml:"model"`
+}
+
+type inputXML struct {
+	Type    string      `xml:"type,attr"`
+	Bus     string      `xml:"bus,attr"`
+	Address *addressXML `xml:"address"`
+}
+
+type graphicsXML struct {
+	Type        string    `xml:"type,attr"`
+	SharePolicy string    `xml:"sharePolicy,attr"`
+	Listen      listenXML `xml:"listen"`
+}
+
+type listenXML struct {
+	Type   string `xml:"type,attr"`
+	Socket string `xml:"socket,attr"`
+}
+
+type audioXML struct {
+	ID   int    `xml:"id,attr"`
+	Type string `xml:"type,attr"`
+}
+
+type videoXML struct {
+	Model   videoModelXML `xml:"model"`
+	Address *addressXML   `xml:"address"`
+}
+
+type videoModelXML struct {
+	Type       string         `xml:"type,attr"`
+	VRAM       int            `xml:"vram,attr"`
+	Heads      int            `xml:"heads,attr"`
+	Primary    string         `xml:"primary,attr"`
+	Resolution *resolutionXML `xml:"resolution"`
+}
+
+type resolutionXML struct {
+	X int `xml:"x,attr"`
+	Y int `xml:"y,attr"`
+}
+
+type memballoonXML struct {
+	Model string `xml:"model,attr"`
+}
+
+type commandlineXML struct {
+	Args []qemuArgXML `xml:"qemu:arg"`
+}
+
+type qemuArgXML struct {
+	Value string `xml:"value,attr"`
+}

@@ -1,0 +1,464 @@
+// Package libvirt is the desktop.Driver that runs desktops as libvirt
+// domains through libvirtd (github.com/digitalocean/go-libvirt), so they
+// show up in virsh list and follow libvirt's lifecycle, with the same
+// machine and the same copy-on-write restores as the QEMU driver: a
+// snapshot made by either driver restores on both when their shapes match.
+//
+// libvirt's own save and restore cannot fan one image out to many domains
+// (a save image restores as one domain only) and share no memory, so the
+// restore is the QEMU driver's recipe (DESIGN.md, step 8): the domain XML
+// maps the snapshot's memory file copy-on-write through <qemu:commandline>,
+// the domain is created paused with -incoming defer, the device state is
+// loaded through QMP passthrough, and the domain is resumed. libvirt marks
+// such domains tainted (custom-argv, custom-monitor).
+package libvirt
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+)
+
+// Options configure the driver.
+type Options struct {
+	// URI is libvirtd's; default qemu:///system. It must be a local unix
+	// socket: QEMU opens hostd's files and sockets.
+	URI string
+	// QemuImg is qemu-img, for disk overlays; default from PATH.
+	QemuImg string
+	// RunDir holds each machine's sockets; DataDir its disks and logs.
+	RunDir, DataDir string
+	// Accel is "auto" (default), "kvm" or "tcg", chosen as the QEMU driver
+	// chooses it; TCG domains are <domain type='qemu'>.
+	Accel string
+	// LogDir is where libvirtd keeps each domain's QEMU log, read for exit
+	// reasons; default libvirt's system location.
+	LogDir string
+	Logger *slog.Logger
+}
+
+// Driver runs desktops as libvirt domains.
+type Driver struct {
+	opts     Options
+	log      *slog.Logger
+	emulator string
+	shape    desktop.MachineShape
+	conn     *conn
+
+	mu       sync.Mutex
+	machines map[golibvirt.UUID]*Machine // live machines, by domain UUID, for events
+}
+
+var _ desktop.Driver = (*Driver)(nil)
+
+// Name is "libvirt".
+func (d *Driver) Name() string { return "libvirt" }
+
+// Shape is the QEMU build libvirtd runs, the accelerator, machine type and
+// CPU model: the same shape the QEMU driver reports for the same binary.
+func (d *Driver) Shape() desktop.MachineShape { return d.shape }
+
+// New connects to libvirtd, finds the emulator it runs and identifies that
+// build. It fails at once, saying what to install or start, when libvirtd
+// is absent or not running.
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.URI == "" {
+		opts.URI = DefaultURI
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = "/var/log/libvirt/qemu"
+	}
+	if opts.RunDir == "" || opts.DataDir == "" {
+		return nil, errors.New("libvirt driver: RunDir and DataDir are required")
+	}
+	if opts.QemuImg == "" {
+		opts.QemuImg = "qemu-img"
+	}
+	p, err := exec.LookPath(opts.QemuImg)
+	if err != nil {
+		return nil, fmt.Errorf("qemu-img not found: install the Debian package qemu-utils (apt-get install qemu-utils)")
+	}
+	opts.QemuImg = p
+	for _, dir := range []string{opts.RunDir, opts.DataDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("libvirt driver: %w", err)
+		}
+	}
+	d := &Driver{opts: opts, log: opts.Logger.With("driver", "libvirt"), machines: map[golibvirt.UUID]*Machine{}}
+	d.conn, err = connect(ctx, opts.URI, d.log, d.connected)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.identify(ctx); err != nil {
+		d.conn.close()
+		return nil, err
+	}
+	d.log.Info("libvirt driver ready", "uri", opts.URI, "emulator", d.emulator, "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
+	d.removeLeftoverTemplates(ctx)
+	return d, nil
+}
+
+// identify asks libvirtd which emulator it runs for q35 and identifies that
+// binary exactly as the QEMU driver does, so manifests agree across drivers.
+func (d *Driver) identify(ctx context.Context) error {
+	// The accelerator is chosen first: libvirt's capabilities differ by
+	// domain type.
+	probe, err := qemu.ProbeShape(ctx, "qemu-system-x86_64", d.opts.Accel, d.log)
+	if err != nil {
+		return fmt.Errorf("libvirt driver: %w", err)
+	}
+	virtType := "qemu"
+	if probe.Accel == "kvm" {
+		virtType = "kvm"
+	}
+	raw, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (string, error) {
+		return l.ConnectGetDomainCapabilities(nil, golibvirt.OptString{"x86_64"}, golibvirt.OptString{"q35"}, golibvirt.OptString{virtType}, 0)
+	})
+	if err != nil {
+		return fmt.Errorf("libvirtd cannot run x86_64 q35 %s domains (is qemu-system-x86 installed?): %w", virtType, err)
+	}
+	caps, err := parseDomainCaps(raw)
+	if err != nil {
+		return err
+	}
+	d.emulator = caps.Path
+	shape := probe
+	if caps.Path != "qemu-system-x86_64" {
+		if shape, err = qemu.ProbeShape(ctx, caps.Path, probe.Accel, d.log); err != nil {
+			return fmt.Errorf("libvirt driver: emulator %s: %w", caps.Path, err)
+		}
+	}
+	if caps.Machine != shape.Type {
+		return fmt.Errorf("libvirtd resolves q35 to %s but %s says %s", caps.Machine, caps.Path, shape.Type)
+	}
+	d.shape = shape
+	return nil
+}
+
+// Close lets go of libvirtd. Domains keep running, for the next hostd.
+func (d *Driver) Close() {
+	d.conn.close()
+}
+
+// checkSnapshot refuses a snapshot this host cannot restore, or whose
+// devices the domain XML cannot reproduce.
+func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
+	diffs := s.Manifest.Machine.Mismatch(d.shape)
+	if err := CheckDevices(s.Manifest.Machine); err != nil {
+		diffs = append(diffs, err.Error())
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: snapshot %s cannot be restored here: %s; re-bake it on this host (hostd snapshot rm %s && hostd snapshot bake --image %s --name %s)",
+		desktop.ErrMismatch, s.Name, strings.Join(diffs, "; "), s.Name, s.Manifest.Image.Name, s.Name)
+}
+
+// machineDirs makes the per-machine directories, 0700.
+func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
+	runDir = filepath.Join(d.opts.RunDir, id)
+	dataDir = filepath.Join(d.opts.DataDir, id)
+	for _, dir := range []string{runDir, dataDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			os.RemoveAll(runDir)
+			return "", "", fmt.Errorf("machine directory: %w", err)
+		}
+	}
+	return runDir, dataDir, nil
+}
+
+// createOverlay makes a qcow2 overlay on a backing qcow2.
+func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
+	out, err := exec.CommandContext(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create disk overlay: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// newRecord starts a machine's record: its names and directories.
+func (d *Driver) newRecord(id string) (record, error) {
+	runDir, dataDir, err := d.machineDirs(id)
+	if err != nil {
+		return record{}, err
+	}
+	return record{ID: id, Domain: domainName(id), UUID: newUUID(), RunDir: runDir, DataDir: dataDir}, nil
+}
+
+// domainName is the libvirt name of a machine: prefixed, so virsh list
+// shows which domains are hostd's.
+func domainName(id string) string { return "warmdesk-" + id }
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// startSpec says how to start a domain beyond its record.
+type startSpec struct {
+	role     string
+	memory   Memory
+	boot     *Boot
+	incoming bool
+}
+
+// start defines and starts a domain for rec. A domain waiting for an
+// incoming migration is created paused: libvirt would otherwise send cont
+// to a QEMU that is still inmigrate, which QEMU takes as "start once
+// loaded" while libvirt goes on reporting the domain as paused.
+func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, error) {
+	uuid, err := parseUUID(rec.UUID)
+	if err != nil {
+		return nil, err
+	}
+	xml, err := DomainXML(DomainConfig{
+		Name: rec.Domain, UUID: rec.UUID, Meta: Meta{ID: rec.ID, Role: s.role},
+		Emulator: d.emulator, Shape: rec.Shape, Memory: s.memory, Boot: s.boot, Disk: rec.Disk,
+		VNC: rec.path("vnc.sock"), Console: rec.path("console.sock"), ConsoleLog: rec.path("console.log"),
+		Network: rec.Network, Incoming: s.incoming,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := d.newMachine(rec, uuid)
+	// Registered before the domain exists, so no lifecycle event of it
+	// can be missed.
+	d.register(m)
+	var flags golibvirt.DomainCreateFlags
+	if s.incoming {
+		flags |= golibvirt.DomainStartPaused
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	dom, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (golibvirt.Domain, error) {
+		return l.DomainCreateXML(string(xml), flags)
+	})
+	if err != nil {
+		d.unregister(m)
+		// An abandoned call may still create the domain: remove it if so.
+		d.destroyDomain(context.WithoutCancel(ctx), rec)
+		return nil, fmt.Errorf("create domain %s: %w", rec.Domain, err)
+	}
+	m.dom = dom
+	m.pid = findPid(rec.UUID)
+	return m, nil
+}
+
+// Boot cold-boots an image into a template domain whose RAM is a shared
+// file in spec.Dir, for baking (DESIGN.md, recipe step 1).
+func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine, error) {
+	rec, err := d.newRecord(desktop.NewID("bake-"))
+	if err != nil {
+		return nil, err
+	}
+	rec.Disk = filepath.Join(spec.Dir, desktop.FileDisk)
+	if err := d.createOverlay(ctx, rec.Disk, spec.Image.Disk); err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	shape := d.shape
+	shape.CPUs, shape.MemoryMiB = spec.CPUs, spec.MemoryMiB
+	shape.Width, shape.Height = spec.Image.Width, spec.Image.Height
+	shape.Devices = qemu.DeviceArgs(spec.Image.Width, spec.Image.Height)
+	rec.Shape, rec.Template = shape, true
+	m, err := d.start(ctx, rec, startSpec{
+		role:   RoleBake,
+		memory: Memory{Path: filepath.Join(spec.Dir, desktop.FileMemory), Share: true},
+		boot:   &Boot{Kernel: spec.Image.Kernel, Initrd: spec.Image.Initrd, Cmdline: spec.Image.Cmdline},
+	})
+	if err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	if spec.ConsoleLine != nil {
+		if err := m.watchConsole(context.WithoutCancel(ctx), spec.ConsoleLine); err != nil {
+			m.Destroy(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Restore starts a copy-on-write clone of a snapshot, or wakes a hibernated
+// machine.
+func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop.Machine, error) {
+	if spec.Hibernated != nil {
+		return d.wake(ctx, spec)
+	}
+	if err := d.checkSnapshot(spec.Snapshot); err != nil {
+		return nil, err
+	}
+	s := spec.Snapshot
+	rec, err := d.newRecord(spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	rec.Snapshot, rec.Shape, rec.Network = s.Name, s.Manifest.Machine, spec.Network
+	rec.Disk = filepath.Join(rec.DataDir, "disk-0.qcow2")
+	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	m, err := d.start(ctx, rec, startSpec{role: RoleDesktop, memory: Memory{Path: s.Path(desktop.FileMemory)}, incoming: true})
+	if err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	if err := m.restore(ctx, s.Path(desktop.FileState), true); err != nil {
+		m.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return m, nil
+}
+
+// Attach finds a machine again after hostd restarted: its domain, by UUID,
+// if it is still active and still marked as this desktop's.
+func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machine, error) {
+	rec, err := parseRecord(raw)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Hibernated {
+		return nil, fmt.Errorf("%w: machine %s is hibernated", desktop.ErrConflict, rec.ID)
+	}
+	uuid, err := parseUUID(rec.UUID)
+	if err != nil {
+		return nil, err
+	}
+	m := d.newMachine(rec, uuid)
+	d.register(m)
+	dom, err := d.ownDomain(ctx, rec)
+	if err == nil {
+		var state int32
+		state, _, err = call(ctx, d.conn, func(l *golibvirt.Libvirt) (int32, int32, error) {
+			return l.DomainGetState(dom, 0)
+		}).unpack()
+		if err == nil && golibvirt.DomainState(state) != golibvirt.DomainRunning && golibvirt.DomainState(state) != golibvirt.DomainPaused {
+			err = fmt.Errorf("%w: domain %s is %s", desktop.ErrNotFound, rec.Domain, stateName(state))
+		}
+	}
+	if err != nil {
+		d.unregister(m)
+		return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
+	}
+	m.dom = dom
+	m.pid = findPid(rec.UUID)
+	return m, nil
+}
+
+// ownDomain looks a record's domain up by UUID and checks that its
+// metadata names this very machine: a domain hostd did not create, or
+// another desktop's, is reported as not found and never touched.
+func (d *Driver) ownDomain(ctx context.Context, rec record) (golibvirt.Domain, error) {
+	uuid, err := parseUUID(rec.UUID)
+	if err != nil {
+		return golibvirt.Domain{}, err
+	}
+	dom, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (golibvirt.Domain, error) {
+		return l.DomainLookupByUUID(uuid)
+	})
+	if err != nil {
+		return golibvirt.Domain{}, err
+	}
+	meta, err := d.domainMeta(ctx, dom)
+	if err != nil {
+		return golibvirt.Domain{}, fmt.Errorf("%w: domain %s is not hostd's: %w", desktop.ErrNotFound, dom.Name, err)
+	}
+	if meta.ID != rec.ID {
+		return golibvirt.Domain{}, fmt.Errorf("%w: domain %s belongs to machine %s, not %s", desktop.ErrNotFound, dom.Name, meta.ID, rec.ID)
+	}
+	return dom, nil
+}
+
+// domainMeta reads hostd's metadata element of a domain.
+func (d *Driver) domainMeta(ctx context.Context, dom golibvirt.Domain) (Meta, error) {
+	raw, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (string, error) {
+		return l.DomainGetMetadata(dom, int32(golibvirt.DomainMetadataElement), golibvirt.OptString{MetadataURI}, golibvirt.DomainAffectLive)
+	})
+	if err != nil {
+		return Meta{}, err
+	}
+	return ParseMeta(raw)
+}
+
+// Cleanup removes what a gone machine left: its domain, if libvirt still
+// has one that is marked as this machine's, and its files.
+func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
+	rec, err := parseRecord(raw)
+	if err != nil {
+		return err
+	}
+	if !rec.Hibernated {
+		if err := d.destroyDomain(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return removeMachineDirs(rec)
+}
+
+// destroyDomain ends a record's domain when it exists and is this
+// machine's; a domain that is gone already is not an error.
+func (d *Driver) destroyDomain(ctx context.Context, rec record) error {
+	dom, err := d.ownDomain(ctx, rec)
+	if errors.Is(err, desktop.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("destroy domain %s: %w", rec.Domain, err)
+	}
+	err = do(ctx, d.conn, func(l *golibvirt.Libvirt) error { return l.DomainDestroyFlags(dom, golibvirt.DomainDestroyDefault) })
+	if err != nil && !errors.Is(err, desktop.ErrNotFound) && !errors.Is(err, desktop.ErrConflict) {
+		return fmt.Errorf("destroy domain %s: %w", rec.Domain, err)
+	}
+	return nil
+}
+
+// removeLeftoverTemplates destroys template domains that a snapshot in
+// progress left when its hostd ended, if they used this driver's run
+// directory: no desktop owns them.
+func (d *Driver) removeLeftoverTemplates(ctx context.Context) {
+	doms, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) ([]golibvirt.Domain, error) {
+		ds, _, err := l.ConnectListAllDomains(1, golibvirt.ConnectListDomainsActive|golibvirt.ConnectListDomainsTransient)
+		return ds, err
+	})
+	if err != nil {
+		d.log.Warn("list domains", "err", err)
+		return
+	}
+	for _, dom := range doms {
+		meta, err := d.domainMeta(ctx, dom)
+		if err != nil || meta.Role != RoleTemplate {
+			continue // not hostd's, or a desktop the Manager owns
+		}
+		dir := filepath.Join(d.opts.RunDir, meta.ID)
+		if _, err := os.Stat(filepath.Join(dir, templateMarker)); err != nil {
+			continue // another driver's run directory
+		}
+		d.log.Warn("removing a template domain a snapshot left behind", "domain", dom.Name)
+		do(ctx, d.conn, func(l *golibvirt.Libvirt) error { return l.DomainDestroyFlags(dom, golibvirt.DomainDestroyDefault) })
+		removeMachineDirs(record{RunDir: dir, DataDir: filepath.Join(d.opts.DataDir, meta.ID)})
+	}
+}
+
+// templateMarker marks a run directory as a template's.
+const templateMarker = "template"
