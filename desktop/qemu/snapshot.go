@@ -102,6 +102,10 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	rec := m.record()
 	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
 	defer cancel()
+	start := time.Now()
+	var phases []any
+	phase := func(name string) { phases = append(phases, name, time.Since(start).Round(time.Millisecond)) }
+	defer func() { m.log.Debug("snapshot of a running machine", phases...) }()
 	size, err := m.diskVirtualSize(ctx)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
@@ -114,6 +118,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	defer tmpl.Destroy(context.WithoutCancel(ctx))
+	phase("template_spawned")
 
 	status, err := m.Status(ctx)
 	if err != nil {
@@ -137,19 +142,24 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	}
 	defer resume()
 
+	phase("stopped")
 	if err := m.freezeDisk(ctx, filepath.Join(dir, desktop.FileDisk)); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	phase("disk_frozen")
 	if err := migrateInto(ctx, m.qmp, tmpl.qmp); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
+	phase("memory_copied")
 	resume()
 	if err := saveState(ctx, tmpl.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
 	}
+	phase("state_saved")
 	if err := tmpl.quit(ctx); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	phase("template_ended")
 	return rec.Shape, nil
 }
 
