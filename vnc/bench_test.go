@@ -189,3 +189,45 @@ func BenchmarkProxyThroughput(b *testing.B) {
 		b.Fatal("frames arrived misaligned")
 	}
 }
+
+// BenchmarkQEMUFullFrame asks a real QEMU for full frames (720x400 SeaBIOS
+// text) over its unix socket, poking it so that it refreshes every 30 ms.
+// QEMU sends updates only on its refresh timer, so this measures QEMU's
+// cadence more than ours.
+func BenchmarkQEMUFullFrame(b *testing.B) {
+	vm := startQEMU(b, qemuOptions{})
+	ctx := b.Context()
+	conn, err := vm.dial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := NewClient(ctx, conn, ClientOptions{Encodings: []Encoding{EncodingRaw, EncodingDesktopSize, EncodingQEMUExtendedKeyEvent}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	frame := func() int {
+		size := c.Framebuffer().Rect.Size()
+		if err := c.RequestUpdate(ctx, false, size); err != nil {
+			b.Fatal(err)
+		}
+		if c.ExtendedKeyEvents() {
+			c.SendQEMUKey(ctx, false, 0, 0)
+		}
+		for {
+			msg, err := c.ReadMessage(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if u, ok := msg.(*FramebufferUpdate); ok && u.Pixels {
+				return len(c.Framebuffer().Pix)
+			}
+		}
+	}
+	b.SetBytes(int64(frame()))
+	b.ResetTimer()
+	for range b.N {
+		frame()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
+}

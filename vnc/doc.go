@@ -18,4 +18,25 @@
 //
 // Every length a peer sends is capped by Limits; a stream that breaks the
 // protocol or a limit ends its connection with an error wrapping ErrProtocol.
+//
+// # What QEMU 7.2 does
+//
+// Asked for Raw with the pseudo-encodings in MirrorEncodings, QEMU sends
+// only Raw pixel rectangles (one rectangle for a full-screen change), an
+// ExtendedDesktopSize rectangle after every non-incremental update request
+// and on every mode change (std VGA starts at 640x480, SeaBIOS text is
+// 720x400), and its extended-key acknowledgement right after SetEncodings.
+// With -vga std there is no Cursor pseudo-encoding: the guest draws its
+// pointer into the framebuffer. QEMU sends updates only on its refresh
+// timer, at most about 33 a second, and the timer slows from 30 ms to 3 s
+// while the screen is idle; Mirror.Poke resets it (see there).
+//
+// # Security of the proxy
+//
+// The proxy terminates both RFB handshakes. Toward the desktop it uses
+// QEMU's password, if any; toward viewers it offers security None
+// (ServeWebSocket, for requests the caller has authenticated) or VNC
+// Authentication with its own password (ListenTCP always, since every user
+// of the host can reach a loopback port). Viewers therefore never learn
+// QEMU's password.
 package vnc

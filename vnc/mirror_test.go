@@ -400,3 +400,14 @@ func TestMirrorConcurrentReaders(t *testing.T) {
 	close(stop)
 	<-done
 }
+
+// screenshotSource is screenshot.Source, copied here because vnc must not
+// import screenshot; keep the two in step.
+type screenshotSource interface {
+	Frame(dst *image.RGBA) (*image.RGBA, uint64)
+	Changed() (uint64, <-chan struct{})
+	Poke()
+	Cursor() (img *image.RGBA, hotspot image.Point, ok bool)
+}
+
+var _ screenshotSource = (*Mirror)(nil)
