@@ -341,7 +341,11 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
 		if err := Personalize(ctx, mach.Agent(), d.ID, machineID(d.ID)); err != nil {
-			m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+			select {
+			case <-mach.Exited(): // deleted or hibernated meanwhile: nothing to report
+			default:
+				m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+			}
 		}
 	}()
 }

@@ -31,7 +31,22 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.warmAll()
 	m.kickTTL()
+	go m.verifyAll()
 	return nil
+}
+
+// verifyAll checksums every golden snapshot once, in the background, so
+// the first create from each does not pay for it.
+func (m *Manager) verifyAll() {
+	snaps, _, err := m.catalog.List()
+	if err != nil {
+		return
+	}
+	for _, s := range snaps {
+		if err := m.catalog.Verify(s); err != nil {
+			m.log.Warn("snapshot does not match its manifest", "snapshot", s.Name, "err", err)
+		}
+	}
 }
 
 func (m *Manager) recoverOne(ctx context.Context, d Desktop) {

@@ -391,7 +391,9 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 			return nil, err
 		}
 	}
-	if err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true); err != nil {
+	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true)
+	d.pool.signal() // refill now that the restore no longer needs the CPU
+	if err != nil {
 		m.Destroy(context.WithoutCancel(ctx))
 		return nil, err
 	}

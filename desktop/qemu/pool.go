@@ -110,9 +110,11 @@ func (d *Driver) WaitPool(ctx context.Context, snapshot string, n int) error {
 }
 
 // take hands out a ready machine for s, or nil.
+// The refill is signalled by Restore once the restore is done, so a new
+// spawn does not compete with it for the CPU.
 func (p *pool) take(s desktop.Snapshot) *Machine {
 	p.mu.Lock()
-	defer func() { p.mu.Unlock(); p.signal() }()
+	defer p.mu.Unlock()
 	list := p.ready[s.Name]
 	for len(list) > 0 {
 		m := list[0]
