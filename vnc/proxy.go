@@ -101,33 +101,36 @@ type viewerStream interface {
 
 // ServeConn relays RFB between viewer, an ordinary VNC client, and a new
 // connection to the desktop from dial, until either side closes or ctx is
-// done. It closes viewer. It returns nil when the viewer hung up.
+// done. The viewer's handshake comes first, so that a viewer without the
+// password never causes a connection to QEMU. It closes viewer. It returns
+// nil when the viewer hung up.
 func ServeConn(ctx context.Context, viewer net.Conn, dial Dialer, opts ProxyOptions) error {
-	opts = opts.withDefaults()
-	dctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
-	up, err := dial(dctx)
-	cancel()
-	if err != nil {
-		viewer.Close()
-		return fmt.Errorf("dial desktop: %w", err)
-	}
-	return relay(ctx, &connViewer{Conn: viewer}, up, opts)
+	return relay(ctx, &connViewer{Conn: viewer}, nil, dial, opts.withDefaults())
 }
 
-// relay runs one viewer's session over v and the desktop connection up, and
-// closes both. opts has its defaults.
-func relay(ctx context.Context, v viewerStream, up net.Conn, opts ProxyOptions) error {
+// relay runs one viewer's session over v and the desktop connection up
+// (dialled after the viewer's handshake when nil), and closes both. opts has
+// its defaults.
+func relay(ctx context.Context, v viewerStream, up net.Conn, dial Dialer, opts ProxyOptions) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var upMu sync.Mutex // up is set after the viewer's handshake
+	closeUp := func() {
+		upMu.Lock()
+		defer upMu.Unlock()
+		if up != nil {
+			up.Close()
+		}
+	}
 	// Closing both ends is what unblocks every read and write below.
 	stopClose := context.AfterFunc(ctx, func() {
-		up.Close()
+		closeUp()
 		v.close(context.Cause(ctx))
 	})
 	defer func() {
 		if stopClose() {
-			up.Close()
-			v.close(nil)
+			closeUp()
+			v.close(err)
 		}
 	}()
 
@@ -135,11 +138,26 @@ func relay(ctx context.Context, v viewerStream, up net.Conn, opts ProxyOptions) 
 	deadline := time.Now().Add(opts.HandshakeTimeout)
 	_ = v.SetReadDeadline(deadline)
 	_ = v.SetWriteDeadline(deadline)
-	_ = up.SetDeadline(deadline)
 	vr := bufio.NewReaderSize(v, 32<<10)
 	if _, err := acceptViewer(vr, v, opts.ViewerPassword, lim); err != nil {
 		return fmt.Errorf("viewer handshake: %w", err)
 	}
+	if up == nil {
+		dctx, dcancel := context.WithDeadline(ctx, deadline)
+		conn, err := dial(dctx)
+		dcancel()
+		if err != nil {
+			return fmt.Errorf("dial desktop: %w", err)
+		}
+		upMu.Lock()
+		up = conn
+		upMu.Unlock()
+		if ctx.Err() != nil {
+			conn.Close()
+			return context.Cause(ctx)
+		}
+	}
+	_ = up.SetDeadline(deadline)
 	ur := bufio.NewReaderSize(up, chunkSize)
 	init, err := clientHandshake(ur, up, opts.Password, lim)
 	if err != nil {

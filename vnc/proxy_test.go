@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,7 +225,12 @@ func TestProxyTellsViewerWhenDesktopCloses(t *testing.T) {
 func TestListenTCPWithPassword(t *testing.T) {
 	srv := newTestServer(t, testServerOptions{})
 	stats := &ProxyStats{}
-	l, err := ListenTCP(context.Background(), "127.0.0.1:0", srv.dial, ProxyOptions{Stats: stats, Logger: testLogger(t)})
+	var dials atomic.Int32
+	dial := func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		return srv.dial(ctx)
+	}
+	l, err := ListenTCP(context.Background(), "127.0.0.1:0", dial, ProxyOptions{Stats: stats, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +253,9 @@ func TestListenTCPWithPassword(t *testing.T) {
 	}
 	if _, _, err := dialTCP(""); !errors.Is(err, ErrAuthFailed) {
 		t.Fatalf("no password: %v", err)
+	}
+	if n := dials.Load(); n != 0 {
+		t.Fatalf("viewers without the password made %d connections to the desktop", n)
 	}
 	conn, si, err := dialTCP(l.Password())
 	if err != nil || si.Width != 64 {

@@ -41,7 +41,7 @@ func ServeWebSocket(w http.ResponseWriter, r *http.Request, dial Dialer, opts Pr
 	}
 	// A viewer message is at most a cut text; noVNC sends small ones.
 	ws.SetReadLimit(int64(opts.Limits.MaxCutText) + 64<<10)
-	return relay(r.Context(), &wsViewer{ws: ws}, up, opts)
+	return relay(r.Context(), &wsViewer{ws: ws}, up, nil, opts)
 }
 
 // wsViewer makes a WebSocket a byte stream: reads run across message
