@@ -75,6 +75,8 @@ func TestBrowser(t *testing.T) {
 		}},
 		{"DashboardListsDesktopWithThumbnail", func(t *testing.T) {
 			tb := b.newTab(t)
+			shots := func() int { return len(s.seen.containing("/v1/desktops/" + id + "/screenshot")) }
+			shots0, since := shots(), time.Now()
 			tb.run(20*time.Second, chromedp.Navigate(s.url+"/"),
 				chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
 				chromedp.SendKeys(chromedp.CSS(`#login-token`), s.token),
@@ -99,6 +101,13 @@ func TestBrowser(t *testing.T) {
 			}
 			tb.run(10*time.Second, chromedp.Click(chromedp.CSS(`.card[data-id="`+id+`"] button[data-op="resume"]`)))
 			tb.waitJS("running again", card+`.dataset.state === 'running'`, 30*time.Second)
+			// Thumbnails refresh a few times a second at most (every 400 ms,
+			// less while the screen does not change).
+			if n, secs := shots()-shots0, time.Since(since).Seconds(); float64(n) > 1+secs*2.5 {
+				t.Errorf("%d thumbnails of one desktop in %.1fs: more than a few a second", n, secs)
+			} else {
+				t.Logf("%d thumbnails of one desktop in %.1fs", n, secs)
+			}
 			createForkDelete(t, s, tb)
 			b.save(tb, "dashboard.png")
 		}},
