@@ -204,9 +204,10 @@ func TestMetadataRoundTrip(t *testing.T) {
 }
 
 func TestParseMetaAsLibvirtReturnsIt(t *testing.T) {
-	// virsh metadata --uri ... prints the element with the prefix it was
-	// defined with; another prefix or a default namespace must work too.
+	// libvirt's DomainGetMetadata (and virsh metadata) answer with the bare
+	// element; a namespaced one must carry hostd's namespace.
 	for _, in := range []string{
+		`<machine id="d-1" role="desktop"/>`,
 		`<warmdesk:machine xmlns:warmdesk="https://github.com/warmdesk/warmdesk/libvirt/1" id="d-1" role="desktop"/>`,
 		`<x:machine xmlns:x="https://github.com/warmdesk/warmdesk/libvirt/1" id="d-1" role="desktop"></x:machine>`,
 		`<machine xmlns="https://github.com/warmdesk/warmdesk/libvirt/1" id="d-1" role="desktop"/>`,
@@ -218,7 +219,7 @@ func TestParseMetaAsLibvirtReturnsIt(t *testing.T) {
 	}
 	for _, in := range []string{
 		``,
-		`<machine id="d-1" role="desktop"/>`, // no namespace: someone else's
+		`<desktop id="d-1" role="desktop"/>`,
 		`<w:machine xmlns:w="https://example.invalid/other" id="d-1" role="desktop"/>`,
 		`<w:machine xmlns:w="https://github.com/warmdesk/warmdesk/libvirt/1" id="d-1" role="owner"/>`,
 		`<w:machine xmlns:w="https://github.com/warmdesk/warmdesk/libvirt/1" id="" role="desktop"/>`,

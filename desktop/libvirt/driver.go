@@ -118,38 +118,36 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 // identify asks libvirtd which emulator it runs for q35 and identifies that
 // binary exactly as the QEMU driver does, so manifests agree across drivers.
 func (d *Driver) identify(ctx context.Context) error {
-	// The accelerator is chosen first: libvirt's capabilities differ by
-	// domain type.
-	probe, err := qemu.ProbeShape(ctx, "qemu-system-x86_64", d.opts.Accel, d.log)
-	if err != nil {
-		return fmt.Errorf("libvirt driver: %w", err)
-	}
-	virtType := "qemu"
-	if probe.Accel == "kvm" {
-		virtType = "kvm"
-	}
-	raw, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (string, error) {
-		return l.ConnectGetDomainCapabilities(nil, golibvirt.OptString{"x86_64"}, golibvirt.OptString{"q35"}, golibvirt.OptString{virtType}, 0)
-	})
-	if err != nil {
-		return fmt.Errorf("libvirtd cannot run x86_64 q35 %s domains (is qemu-system-x86 installed?): %w", virtType, err)
-	}
-	caps, err := parseDomainCaps(raw)
+	caps, err := d.domainCaps(ctx, "qemu")
 	if err != nil {
 		return err
 	}
-	d.emulator = caps.Path
-	shape := probe
-	if caps.Path != "qemu-system-x86_64" {
-		if shape, err = qemu.ProbeShape(ctx, caps.Path, probe.Accel, d.log); err != nil {
-			return fmt.Errorf("libvirt driver: emulator %s: %w", caps.Path, err)
+	shape, err := qemu.ProbeShape(ctx, caps.Path, d.opts.Accel, d.log)
+	if err != nil {
+		return fmt.Errorf("libvirt driver: emulator %s: %w", caps.Path, err)
+	}
+	if shape.Accel == "kvm" {
+		if caps, err = d.domainCaps(ctx, "kvm"); err != nil {
+			return err
 		}
 	}
 	if caps.Machine != shape.Type {
 		return fmt.Errorf("libvirtd resolves q35 to %s but %s says %s", caps.Machine, caps.Path, shape.Type)
 	}
-	d.shape = shape
+	d.emulator, d.shape = caps.Path, shape
 	return nil
+}
+
+// domainCaps asks libvirtd what it runs for x86_64 q35 domains of a type
+// (qemu for TCG, kvm).
+func (d *Driver) domainCaps(ctx context.Context, virtType string) (domainCaps, error) {
+	raw, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) (string, error) {
+		return l.ConnectGetDomainCapabilities(nil, golibvirt.OptString{"x86_64"}, golibvirt.OptString{"q35"}, golibvirt.OptString{virtType}, 0)
+	})
+	if err != nil {
+		return domainCaps{}, fmt.Errorf("libvirtd cannot run x86_64 q35 %s domains (is qemu-system-x86 installed?): %w", virtType, err)
+	}
+	return parseDomainCaps(raw)
 }
 
 // Close lets go of libvirtd. Domains keep running, for the next hostd.
@@ -259,8 +257,9 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 		d.destroyDomain(context.WithoutCancel(ctx), rec)
 		return nil, fmt.Errorf("create domain %s: %w", rec.Domain, err)
 	}
-	m.dom = dom
-	m.pid = findPid(rec.UUID)
+	m.mu.Lock()
+	m.dom, m.pid = dom, findPid(rec.UUID)
+	m.mu.Unlock()
 	return m, nil
 }
 
@@ -349,20 +348,22 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	d.register(m)
 	dom, err := d.ownDomain(ctx, rec)
 	if err == nil {
-		var state int32
-		state, _, err = call(ctx, d.conn, func(l *golibvirt.Libvirt) (int32, int32, error) {
-			return l.DomainGetState(dom, 0)
-		}).unpack()
-		if err == nil && golibvirt.DomainState(state) != golibvirt.DomainRunning && golibvirt.DomainState(state) != golibvirt.DomainPaused {
-			err = fmt.Errorf("%w: domain %s is %s", desktop.ErrNotFound, rec.Domain, stateName(state))
+		m.mu.Lock()
+		m.dom = dom
+		m.mu.Unlock()
+		var st golibvirt.DomainState
+		st, err = m.state(ctx)
+		if err == nil && st != golibvirt.DomainRunning && st != golibvirt.DomainPaused {
+			err = fmt.Errorf("%w: domain %s is %s", desktop.ErrNotFound, rec.Domain, stateName(int32(st)))
 		}
 	}
 	if err != nil {
 		d.unregister(m)
 		return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
 	}
-	m.dom = dom
+	m.mu.Lock()
 	m.pid = findPid(rec.UUID)
+	m.mu.Unlock()
 	return m, nil
 }
 

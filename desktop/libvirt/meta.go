@@ -7,15 +7,19 @@ import (
 )
 
 // ParseMeta reads hostd's element out of what DomainGetMetadata returns
-// for MetadataURI. Any prefix may carry the namespace (libvirt keeps the
-// one it was given, but need not).
+// for MetadataURI. libvirt answers with the bare element (<machine .../>,
+// no namespace: the query named it), but an element that does carry a
+// namespace must carry hostd's.
 func ParseMeta(data string) (Meta, error) {
 	var m struct {
-		XMLName xml.Name `xml:"https://github.com/warmdesk/warmdesk/libvirt/1 machine"`
+		XMLName xml.Name
 		Meta
 	}
 	if err := xml.Unmarshal([]byte(data), &m); err != nil {
 		return Meta{}, fmt.Errorf("domain metadata: %w", err)
+	}
+	if m.XMLName.Local != "machine" || (m.XMLName.Space != "" && m.XMLName.Space != MetadataURI) {
+		return Meta{}, fmt.Errorf("domain metadata: element <%s> in namespace %q is not hostd's", m.XMLName.Local, m.XMLName.Space)
 	}
 	switch m.Role {
 	case RoleDesktop, RoleBake, RoleTemplate:

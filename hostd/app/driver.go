@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/hostd/config"
 )
@@ -21,7 +22,9 @@ func NewDriver(ctx context.Context, c config.Serve, log *slog.Logger) (desktop.D
 			RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoSandbox: c.NoSandbox, Logger: log,
 		})
 	case "libvirt":
-		return nil, fmt.Errorf("--driver libvirt is not built yet: use --driver qemu")
+		return libvirt.New(ctx, libvirt.Options{
+			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, Logger: log,
+		})
 	default:
 		return nil, fmt.Errorf("--driver %q: use qemu or libvirt", c.Driver)
 	}

@@ -1,0 +1,147 @@
+package libvirt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+	"github.com/warmdesk/warmdesk/desktop/libvirt"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+// newDriver starts the libvirt driver on the local libvirtd, skipping the
+// test (failing it under CI=true) when libvirtd is not installed or not
+// running: scripts/libvirtd --test starts one.
+func newDriver(t *testing.T, runDir, dataDir string) *libvirt.Driver {
+	t.Helper()
+	d, err := libvirt.New(context.Background(), libvirt.Options{RunDir: runDir, DataDir: dataDir, Logger: testenv.Logger(t)})
+	if errors.Is(err, desktop.ErrUnavailable) && !testenv.InCI() {
+		t.Skipf("%v (scripts/libvirtd --test installs and starts one)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// virt is the test's own connection to libvirtd, to look behind the
+// driver's back.
+func virt(t *testing.T) *golibvirt.Libvirt {
+	t.Helper()
+	l := golibvirt.NewWithDialer(dialers.NewLocal())
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Disconnect() })
+	return l
+}
+
+type machineRecord struct {
+	ID      string `json:"id"`
+	Domain  string `json:"domain"`
+	UUID    string `json:"uuid"`
+	RunDir  string `json:"run_dir"`
+	DataDir string `json:"data_dir"`
+	Disk    string `json:"disk"`
+}
+
+func parseRecord(t *testing.T, raw []byte) machineRecord {
+	t.Helper()
+	var rec machineRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// domainExists asks libvirtd whether a domain of that name is defined.
+func domainExists(t *testing.T, l *golibvirt.Libvirt, name string) bool {
+	t.Helper()
+	_, err := l.DomainLookupByName(name)
+	if err != nil && !golibvirt.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestConformanceOnLibvirt runs the lifecycle suite on a real libvirtd
+// (TCG domains) with the minimal snapshot the QEMU driver baked: every
+// create here is a cross-driver restore.
+func TestConformanceOnLibvirt(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	runDir, dataDir := testenv.RunDir(t), t.TempDir()
+	var drivers []*libvirt.Driver
+	t.Cleanup(func() {
+		for _, d := range drivers {
+			d.Close()
+		}
+	})
+	l := virt(t)
+	start := time.Now()
+	desktoptest.Run(t, desktoptest.Harness{
+		NewDriver: func(t *testing.T) desktop.Driver {
+			d := newDriver(t, runDir, dataDir)
+			drivers = append(drivers, d)
+			return d
+		},
+		Catalog:  baked.Catalog,
+		Snapshot: baked.Snapshot.Name,
+		NewStore: func(*testing.T) desktop.Store { return desktoptest.NewMemStore() },
+		Kill: func(t *testing.T, m desktop.Machine) {
+			if m.Pid() == 0 {
+				t.Fatal("the machine has no pid")
+			}
+			if err := syscall.Kill(m.Pid(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Gone: func(t *testing.T, raw []byte) bool {
+			rec := parseRecord(t, raw)
+			for _, dir := range []string{rec.RunDir, rec.DataDir} {
+				if _, err := os.Stat(dir); err == nil {
+					t.Logf("%s remains", dir)
+					return false
+				}
+			}
+			if domainExists(t, l, rec.Domain) {
+				t.Logf("domain %s remains", rec.Domain)
+				return false
+			}
+			return true
+		},
+		Timeout: 3 * time.Minute,
+		Logger:  testenv.Logger(t),
+	})
+	t.Logf("conformance suite on libvirt took %s", time.Since(start).Round(time.Second))
+	if left := domainsUnder(t, l, runDir); len(left) > 0 {
+		t.Errorf("domains remain after the suite: %v", left)
+	}
+}
+
+// domainsUnder lists the active domains whose definition names a path
+// under dir (the run directory of a test's driver): what it left running.
+func domainsUnder(t *testing.T, l *golibvirt.Libvirt, dir string) []string {
+	t.Helper()
+	doms, _, err := l.ConnectListAllDomains(1, golibvirt.ConnectListDomainsActive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range doms {
+		x, err := l.DomainGetXMLDesc(d, 0)
+		if err == nil && strings.Contains(x, "'"+dir+"/") {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}

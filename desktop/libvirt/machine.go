@@ -1,0 +1,344 @@
+package libvirt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+)
+
+// record is what a machine leaves in the Manager's store: enough to find
+// its domain again, or to clean up after it.
+type record struct {
+	ID string `json:"id"`
+	// Domain and UUID name the libvirt domain; the UUID is chosen by hostd
+	// before the domain exists, so even a create that fails half-way can be
+	// cleaned up.
+	Domain   string               `json:"domain"`
+	UUID     string               `json:"uuid"`
+	RunDir   string               `json:"run_dir"`  // sockets (0700)
+	DataDir  string               `json:"data_dir"` // disk overlays, console log, saved state (0700)
+	Snapshot string               `json:"snapshot,omitempty"`
+	Shape    desktop.MachineShape `json:"shape"`
+	// Disk is the current top overlay; it changes when a snapshot of the
+	// running machine freezes a layer.
+	Disk string `json:"disk"`
+	// Frozen is a layer frozen into a snapshot that is not committed yet;
+	// the top overlay names it by this path until AdoptSnapshot.
+	Frozen  string `json:"frozen,omitempty"`
+	Network bool   `json:"network"`
+	// Template machines (from Boot) must never resume after their snapshot.
+	Template bool `json:"template,omitempty"`
+	// Hibernated machines have no domain; their full state is in
+	// HibernateFile.
+	Hibernated    bool   `json:"hibernated,omitempty"`
+	HibernateFile string `json:"hibernate_file,omitempty"`
+}
+
+func (r record) path(name string) string {
+	if filepath.Ext(name) == ".sock" {
+		return filepath.Join(r.RunDir, name)
+	}
+	return filepath.Join(r.DataDir, name)
+}
+
+func parseRecord(raw json.RawMessage) (record, error) {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("%w: machine record: %w", desktop.ErrInvalid, err)
+	}
+	if rec.ID == "" || rec.UUID == "" || rec.Domain == "" {
+		return rec, fmt.Errorf("%w: machine record lacks its id, domain or uuid (not a libvirt driver record?)", desktop.ErrInvalid)
+	}
+	return rec, nil
+}
+
+func parseUUID(s string) (golibvirt.UUID, error) {
+	var u golibvirt.UUID
+	h := strings.ReplaceAll(s, "-", "")
+	if len(h) != 32 {
+		return u, fmt.Errorf("%w: uuid %q", desktop.ErrInvalid, s)
+	}
+	for i := range u {
+		var b byte
+		for _, c := range h[2*i : 2*i+2] {
+			var v byte
+			switch {
+			case c >= '0' && c <= '9':
+				v = byte(c - '0')
+			case c >= 'a' && c <= 'f':
+				v = byte(c-'a') + 10
+			case c >= 'A' && c <= 'F':
+				v = byte(c-'A') + 10
+			default:
+				return u, fmt.Errorf("%w: uuid %q", desktop.ErrInvalid, s)
+			}
+			b = b<<4 | v
+		}
+		u[i] = b
+	}
+	return u, nil
+}
+
+// Machine is one libvirt domain and hostd's channels to it. It holds no
+// connection of its own: every call goes through the driver's current one.
+type Machine struct {
+	drv  *Driver
+	log  *slog.Logger
+	uuid golibvirt.UUID
+
+	mu  sync.Mutex // guards rec, dom, pid
+	rec record
+	dom golibvirt.Domain
+	pid int
+
+	exited   chan struct{}
+	exitOnce sync.Once
+	reason   string
+
+	agent *agent
+}
+
+var _ desktop.Machine = (*Machine)(nil)
+
+func (d *Driver) newMachine(rec record, uuid golibvirt.UUID) *Machine {
+	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{})}
+	m.agent = newAgent(m)
+	return m
+}
+
+// register makes a machine receive its domain's events.
+func (d *Driver) register(m *Machine) {
+	d.mu.Lock()
+	d.machines[m.uuid] = m
+	d.mu.Unlock()
+}
+
+func (d *Driver) unregister(m *Machine) {
+	d.mu.Lock()
+	if d.machines[m.uuid] == m {
+		delete(d.machines, m.uuid)
+	}
+	d.mu.Unlock()
+}
+
+func (d *Driver) machine(uuid golibvirt.UUID) *Machine {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.machines[uuid]
+}
+
+// Record returns the machine's current record.
+func (m *Machine) Record() json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(m.rec)
+	return b
+}
+
+func (m *Machine) record() record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec
+}
+
+func (m *Machine) domain() golibvirt.Domain {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dom
+}
+
+// Pid is the QEMU process id libvirtd started, for memory accounting (0
+// when it cannot be found).
+func (m *Machine) Pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pid
+}
+
+// Exited is closed when the domain ends for any reason.
+func (m *Machine) Exited() <-chan struct{} { return m.exited }
+
+// ExitReason says why the domain ended.
+func (m *Machine) ExitReason() string {
+	select {
+	case <-m.exited:
+		return m.reason
+	default:
+		return ""
+	}
+}
+
+// exit marks the machine ended, once, with the tail of libvirt's log of
+// its QEMU.
+func (m *Machine) exit(reason string) {
+	m.exitOnce.Do(func() {
+		if tail := logTail(filepath.Join(m.drv.opts.LogDir, m.record().Domain+".log"), 8); tail != "" {
+			reason += "; last lines of its log:\n" + tail
+		}
+		m.reason = reason
+		m.log.Info("domain ended", "reason", reason)
+		close(m.exited)
+		m.drv.unregister(m)
+	})
+}
+
+// Agent is the guest agent, through libvirt.
+func (m *Machine) Agent() desktop.GuestAgent { return m.agent }
+
+// DialVNC connects to the VNC server QEMU serves on the machine's socket.
+func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	rec := m.record()
+	return d.DialContext(ctx, "unix", rec.path("vnc.sock"))
+}
+
+// state is the domain's libvirt state.
+func (m *Machine) state(ctx context.Context) (golibvirt.DomainState, error) {
+	dom := m.domain()
+	st, err := call(ctx, m.drv.conn, func(l *golibvirt.Libvirt) (int32, error) {
+		s, _, err := l.DomainGetState(dom, 0)
+		return s, err
+	})
+	return golibvirt.DomainState(st), err
+}
+
+// Pause suspends the domain; its RAM stays.
+func (m *Machine) Pause(ctx context.Context) error {
+	dom := m.domain()
+	if err := do(ctx, m.drv.conn, func(l *golibvirt.Libvirt) error { return l.DomainSuspend(dom) }); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	return nil
+}
+
+// Resume continues the domain and checks that libvirt reports it running.
+func (m *Machine) Resume(ctx context.Context) error {
+	if m.record().Template {
+		return fmt.Errorf("%w: a template machine never resumes: its writes would land in every clone's memory", desktop.ErrConflict)
+	}
+	if err := m.resume(ctx); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	return nil
+}
+
+// resume sends DomainResume and then checks libvirt's state: a resume that
+// QEMU accepted while it was not ready to run (still inmigrate) returns
+// OK and leaves the domain paused.
+func (m *Machine) resume(ctx context.Context) error {
+	dom := m.domain()
+	if err := do(ctx, m.drv.conn, func(l *golibvirt.Libvirt) error { return l.DomainResume(dom) }); err != nil {
+		return err
+	}
+	st, err := m.state(ctx)
+	if err != nil {
+		return err
+	}
+	if st != golibvirt.DomainRunning {
+		var q struct {
+			Status string `json:"status"`
+		}
+		m.qmp(ctx, "query-status", nil, &q)
+		return fmt.Errorf("libvirt reports the domain %s after the resume (QEMU says %q)", stateName(int32(st)), q.Status)
+	}
+	return nil
+}
+
+// SendInput delivers one synchronised frame of input events through QMP
+// passthrough, as the QEMU driver does.
+func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
+	shape := m.record().Shape
+	args, err := qemu.InputEvents(events, shape.Width, shape.Height)
+	if err != nil {
+		return err
+	}
+	if err := m.qmp(ctx, "input-send-event", map[string]any{"events": args}, nil); err != nil {
+		return fmt.Errorf("send input: %w", err)
+	}
+	return nil
+}
+
+// Screendump asks QEMU, through QMP passthrough, for a picture of the
+// screen, written into the machine's run directory.
+func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
+	f, err := os.CreateTemp(m.record().RunDir, "screendump-*.ppm")
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	path := f.Name()
+	f.Close()
+	defer os.Remove(path)
+	if err := m.qmp(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	defer r.Close()
+	img, err := qemu.DecodePPM(r)
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	return img, nil
+}
+
+// Destroy ends the domain and removes every file the machine owned.
+func (m *Machine) Destroy(ctx context.Context) error {
+	rec := m.record()
+	if err := m.drv.destroyDomain(ctx, rec); err != nil {
+		return err
+	}
+	m.exit("was destroyed by hostd")
+	return removeMachineDirs(rec)
+}
+
+func removeMachineDirs(r record) error {
+	var errs []error
+	for _, dir := range []string{r.RunDir, r.DataDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("remove machine files: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// stateName names a libvirt domain state for messages.
+func stateName(s int32) string {
+	switch golibvirt.DomainState(s) {
+	case golibvirt.DomainRunning:
+		return "running"
+	case golibvirt.DomainBlocked:
+		return "blocked"
+	case golibvirt.DomainPaused:
+		return "paused"
+	case golibvirt.DomainShutdown:
+		return "shutting down"
+	case golibvirt.DomainShutoff:
+		return "shut off"
+	case golibvirt.DomainCrashed:
+		return "crashed"
+	case golibvirt.DomainPmsuspended:
+		return "suspended by the guest"
+	}
+	return fmt.Sprintf("in state %d", s)
+}

@@ -1,0 +1,362 @@
+package libvirt
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// Snapshot writes a golden snapshot of this machine into dir. A template
+// (from Boot) is saved as it is and ends (recipe step 2); a running desktop
+// is copied into a new template domain and keeps running (recipe step 9).
+func (m *Machine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	if m.record().Template {
+		return m.saveTemplate(ctx, dir)
+	}
+	return m.snapshotRunning(ctx, dir)
+}
+
+// saveTemplate pauses a template, saves its device state without the shared
+// RAM (x-ignore-shared: the RAM is already in the memory file) and ends its
+// domain. The memory file and disk overlay are already in dir.
+func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	rec := m.record()
+	if filepath.Dir(rec.Disk) != filepath.Clean(dir) {
+		return desktop.MachineShape{}, fmt.Errorf("%w: a template saves into the directory it booted with (%s)", desktop.ErrInvalid, filepath.Dir(rec.Disk))
+	}
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	if err := m.Pause(ctx); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	if err := m.drv.destroyDomain(ctx, rec); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
+	m.exit("was saved as a snapshot")
+	removeMachineDirs(record{RunDir: rec.RunDir, DataDir: rec.DataDir})
+	return rec.Shape, nil
+}
+
+// snapshotRunning turns a running (or paused) desktop into a new golden
+// snapshot in dir while it keeps running. Its RAM is a private mapping plus
+// its own dirty pages, so it is written out whole once: the desktop is
+// migrated into a new template domain whose RAM is a fresh shared file in
+// dir, and that template is saved like a baked one. Its disk is frozen into
+// dir at the same instant (a libvirt external disk snapshot onto a new
+// overlay), and the desktop goes on writing to that overlay.
+func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.MachineShape, error) {
+	rec := m.record()
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	node, err := m.topNode(ctx)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	// The template starts before the desktop pauses, to keep the pause
+	// short. Its disk is blank: it never runs; clones use the frozen layer.
+	tmpl, err := m.drv.startTemplate(ctx, rec, filepath.Join(dir, desktop.FileMemory), node.Image.VirtualSize)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer tmpl.Destroy(context.WithoutCancel(ctx))
+
+	st, err := m.state(ctx)
+	if err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	wasRunning := st == golibvirt.DomainRunning
+	if wasRunning {
+		if err := m.Pause(ctx); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	resumed := false
+	resume := func() {
+		if wasRunning && !resumed {
+			resumed = true
+			if err := m.resume(context.WithoutCancel(ctx)); err != nil {
+				m.log.Error("resume after snapshot", "err", err)
+			}
+		}
+	}
+	defer resume()
+
+	if err := m.freezeDisk(ctx, filepath.Join(dir, desktop.FileDisk)); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := migrateInto(ctx, m, tmpl); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
+	}
+	resume()
+	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
+	}
+	return rec.Shape, nil
+}
+
+// startTemplate starts a domain with the same machine as src, RAM in a new
+// shared file, waiting for an incoming migration.
+func (d *Driver) startTemplate(ctx context.Context, src record, memPath string, diskSize int64) (*Machine, error) {
+	rec, err := d.newRecord(desktop.NewID("tmpl-"))
+	if err != nil {
+		return nil, err
+	}
+	rec.Shape, rec.Template = src.Shape, true
+	rec.Disk = filepath.Join(rec.DataDir, "blank.qcow2")
+	if err := os.WriteFile(filepath.Join(rec.RunDir, templateMarker), nil, 0o600); err != nil {
+		removeMachineDirs(rec)
+		return nil, err
+	}
+	if out, err := runTool(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", rec.Disk, strconv.FormatInt(diskSize, 10)); err != nil {
+		removeMachineDirs(rec)
+		return nil, fmt.Errorf("template disk: %w: %s", err, out)
+	}
+	m, err := d.start(ctx, rec, startSpec{role: RoleTemplate, memory: Memory{Path: memPath, Share: true}, incoming: true})
+	if err != nil {
+		removeMachineDirs(rec)
+		os.Remove(memPath)
+		return nil, err
+	}
+	return m, nil
+}
+
+// blockNode is one entry of QMP query-named-block-nodes.
+type blockNode struct {
+	NodeName string `json:"node-name"`
+	Driver   string `json:"drv"`
+	File     string `json:"file"`
+	Image    struct {
+		VirtualSize int64 `json:"virtual-size"`
+	} `json:"image"`
+}
+
+// topNode finds the qcow2 node of the machine's current top overlay
+// (libvirt names its nodes itself).
+func (m *Machine) topNode(ctx context.Context) (blockNode, error) {
+	var nodes []blockNode
+	if err := m.qmp(ctx, "query-named-block-nodes", map[string]bool{"flat": true}, &nodes); err != nil {
+		return blockNode{}, err
+	}
+	return findNode(nodes, m.record().Disk)
+}
+
+func findNode(nodes []blockNode, file string) (blockNode, error) {
+	for _, n := range nodes {
+		if n.Driver == "qcow2" && n.File == file {
+			return n, nil
+		}
+	}
+	return blockNode{}, fmt.Errorf("no qcow2 block node for %s", file)
+}
+
+// snapshotXML is the disk-only external snapshot that puts overlay on top
+// of the machine's disk (vda).
+func snapshotXML(overlay string) ([]byte, error) {
+	type source struct {
+		File string `xml:"file,attr"`
+	}
+	type driver struct {
+		Type string `xml:"type,attr"`
+	}
+	type disk struct {
+		Name     string `xml:"name,attr"`
+		Snapshot string `xml:"snapshot,attr"`
+		Type     string `xml:"type,attr"`
+		Driver   driver `xml:"driver"`
+		Source   source `xml:"source"`
+	}
+	v := struct {
+		XMLName xml.Name `xml:"domainsnapshot"`
+		Disks   []disk   `xml:"disks>disk"`
+	}{Disks: []disk{{Name: "vda", Snapshot: "external", Type: "file", Driver: driver{"qcow2"}, Source: source{overlay}}}}
+	return xml.Marshal(v)
+}
+
+// freezeDisk makes the machine's current disk overlay read-only and part of
+// the snapshot (a hard link into dir, or a copy across filesystems), and
+// switches the machine to a new overlay on top of it with a libvirt
+// disk-only external snapshot, so libvirt's view of the disk stays true.
+func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
+	rec := m.record()
+	if err := os.Link(rec.Disk, snapDisk); err != nil {
+		if !errors.Is(err, syscall.EXDEV) {
+			return fmt.Errorf("freeze disk: %w", err)
+		}
+		// The machine is paused and QEMU flushed the overlay when it
+		// stopped, so the file is stable while it is copied.
+		if err := copyFile(rec.Disk, snapDisk); err != nil {
+			return fmt.Errorf("freeze disk: %w", err)
+		}
+	}
+	next := nextOverlayPath(rec.Disk)
+	// The new overlay's backing is the machine's own (now frozen) file, by
+	// its own path, so the machine never depends on where the snapshot is.
+	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
+		os.Remove(snapDisk)
+		return err
+	}
+	x, err := snapshotXML(next)
+	if err != nil {
+		return err
+	}
+	dom := m.domain()
+	flags := uint32(golibvirt.DomainSnapshotCreateDiskOnly | golibvirt.DomainSnapshotCreateNoMetadata | golibvirt.DomainSnapshotCreateReuseExt)
+	if _, err := call(ctx, m.drv.conn, func(l *golibvirt.Libvirt) (golibvirt.DomainSnapshot, error) {
+		return l.DomainSnapshotCreateXML(dom, string(x), flags)
+	}); err != nil {
+		os.Remove(next)
+		os.Remove(snapDisk)
+		return fmt.Errorf("freeze disk: %w", err)
+	}
+	m.mu.Lock()
+	m.rec.Frozen = rec.Disk
+	m.rec.Disk = next
+	m.mu.Unlock()
+	return nil
+}
+
+// AdoptSnapshot points the top overlay's backing file at the committed
+// snapshot's copy of the frozen layer, through QEMU (change-backing-file
+// rewrites the header of an image QEMU has open; libvirt has no call for
+// it), and drops the desktop's own name for that layer. Without this a
+// later snapshot's disk would name a file in this desktop's directory,
+// which goes when the desktop is deleted.
+func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
+	rec := m.record()
+	if rec.Template || rec.Frozen == "" {
+		return nil
+	}
+	node, err := m.topNode(ctx)
+	if err != nil {
+		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
+	}
+	args := map[string]string{"device": node.NodeName, "image-node-name": node.NodeName, "backing-file": s.Path(desktop.FileDisk)}
+	if err := m.qmp(ctx, "change-backing-file", args, nil); err != nil {
+		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
+	}
+	os.Remove(rec.Frozen)
+	m.mu.Lock()
+	m.rec.Frozen = ""
+	m.mu.Unlock()
+	return nil
+}
+
+// Hibernate writes the whole machine state, RAM included, to its data
+// directory and ends the domain.
+//
+// This is hostd's own full-state migration rather than libvirt's managed
+// save: managed save needs a persistent domain (hostd's are transient, so
+// a failed hostd leaves no definitions behind), its image would carry the
+// <qemu:commandline> that maps the snapshot's memory file and so keep the
+// woken desktop tied to it, and its format is libvirt's. The file written
+// here is the same QEMU migration stream the QEMU driver writes, and a
+// woken desktop owns all of its memory.
+func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	st, err := m.state(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	if st == golibvirt.DomainRunning {
+		if err := m.Pause(ctx); err != nil {
+			return nil, fmt.Errorf("hibernate: %w", err)
+		}
+	}
+	rec := m.record()
+	path := rec.path("hibernate.state")
+	if err := m.saveState(ctx, path, false); err != nil {
+		os.Remove(path)
+		if st == golibvirt.DomainRunning {
+			m.resume(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	if err := m.drv.destroyDomain(ctx, rec); err != nil {
+		return nil, fmt.Errorf("hibernate: %w", err)
+	}
+	m.exit("was hibernated")
+	os.RemoveAll(rec.RunDir)
+	m.mu.Lock()
+	m.rec.Hibernated, m.rec.HibernateFile = true, path
+	m.mu.Unlock()
+	return m.Record(), nil
+}
+
+// wake restores a hibernated machine from its own full state, into a new
+// domain with anonymous RAM.
+func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Machine, error) {
+	rec, err := parseRecord(spec.Hibernated)
+	if err != nil || !rec.Hibernated {
+		return nil, fmt.Errorf("%w: not a hibernated machine's record", desktop.ErrInvalid)
+	}
+	if err := os.Mkdir(rec.RunDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	file := rec.HibernateFile
+	rec.Hibernated, rec.HibernateFile = false, ""
+	rec.UUID = newUUID() // a new domain
+	m, err := d.start(ctx, rec, startSpec{role: RoleDesktop, incoming: true})
+	if err != nil {
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	if err := m.restore(ctx, file, false); err != nil {
+		// Keep the saved state and the disk: a later wake may succeed.
+		d.destroyDomain(context.WithoutCancel(ctx), rec)
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	os.Remove(file)
+	return m, nil
+}
+
+// nextOverlayPath names the overlay that goes on top of path:
+// disk-0.qcow2 -> disk-1.qcow2.
+func nextOverlayPath(path string) string {
+	dir, base := filepath.Split(path)
+	n := 0
+	if s, ok := strings.CutPrefix(strings.TrimSuffix(base, ".qcow2"), "disk-"); ok {
+		if v, err := strconv.Atoi(s); err == nil {
+			n = v + 1
+		}
+	}
+	return filepath.Join(dir, "disk-"+strconv.Itoa(n)+".qcow2")
+}
+
+// copyFile copies a stable file into a new one and syncs it.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return err
+	}
+	return out.Close()
+}
