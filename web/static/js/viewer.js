@@ -149,7 +149,9 @@ function sync() {
   if (want === rfbMode && (rfb || retryTimer)) return;
   clearTimeout(retryTimer);
   retryTimer = 0;
-  retry = RETRY_MIN_MS;
+  // A new mode starts its backoff afresh; a retry of the same mode keeps it
+  // growing, so a refused connection is not retried every second forever.
+  if (want !== rfbMode) retry = RETRY_MIN_MS;
   if (want === 'none') {
     disconnect();
     conn(`${desktop.state}: no screen`);
