@@ -110,6 +110,11 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	// The template's memory file can take as much as the guest's RAM; a
+	// shared mapping on a full filesystem would kill it mid-copy.
+	if err := checkFree(dir, int64(rec.Shape.MemoryMiB)<<20+64<<20); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
 	// The template process starts before the desktop pauses, to keep the
 	// pause short. Its disk is blank: it never runs, and clones will use
 	// the frozen overlay instead.
@@ -147,7 +152,20 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	phase("disk_frozen")
-	if err := migrateInto(ctx, m.qmp, tmpl.qmp); err != nil {
+	// Should the template die (out of space after all), stop waiting.
+	mctx, mcancel := context.WithCancelCause(ctx)
+	defer mcancel(nil)
+	go func() {
+		select {
+		case <-tmpl.proc.done:
+			mcancel(fmt.Errorf("the template QEMU %s", tmpl.proc.Reason()))
+		case <-mctx.Done():
+		}
+	}()
+	if err := migrateInto(mctx, m.qmp, tmpl.qmp); err != nil {
+		if cause := context.Cause(mctx); cause != nil && cause != mctx.Err() {
+			err = cause
+		}
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
 	phase("memory_copied")
@@ -291,6 +309,18 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	m.mu.Lock()
 	m.rec.Frozen = ""
 	m.mu.Unlock()
+	return nil
+}
+
+// checkFree fails when dir's filesystem has less than need bytes free.
+func checkFree(dir string, need int64) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < need {
+		return fmt.Errorf("%w: not enough space in %s: a snapshot of this desktop needs up to %d MiB (its memory), there are %d MiB free", desktop.ErrCapacity, dir, need>>20, free>>20)
+	}
 	return nil
 }
 
