@@ -314,7 +314,9 @@ function logEvent(ev) {
       log('deleted', ev.time, 'state');
       break;
     default:
-      log(ev.type, ev.time, 'other');
+      // Other events (an agent's actions, once hostd publishes them) show
+      // their type and, when they have one, their summary.
+      log(ev.summary ? `${ev.type}: ${ev.summary}` : ev.type, ev.time, ev.type.includes('action') ? 'action' : 'other');
   }
 }
 
