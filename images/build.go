@@ -109,20 +109,20 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 }
 
 type builder struct {
-	r     Recipe
-	opts  BuildOptions
-	dir   string // temporary build directory; "" once moved into place
-	root  string // the guest's root filesystem while it is built
-	start time.Time
-	procs []string // mounted /proc directories to unmount
-	step  int
+	r      Recipe
+	opts   BuildOptions
+	dir    string // temporary build directory; "" once moved into place
+	root   string // the guest's root filesystem while it is built
+	start  time.Time
+	mounts []string // mounted inside the image, to unmount
+	step   int
 	// lastPhase is the debootstrap phase last shown, phaseLines how many
 	// lines it has had.
 	lastPhase  string
 	phaseLines int
 }
 
-const buildSteps = 7
+const buildSteps = 8
 
 func (b *builder) progress(format string, args ...any) {
 	el := time.Since(b.start).Round(time.Second)
@@ -137,6 +137,10 @@ func (b *builder) next(format string, args ...any) {
 func (b *builder) run(ctx context.Context) (Image, error) {
 	b.next("debootstrap %s with %d packages (downloads are cached)", b.r.Suite, len(b.r.Packages))
 	if err := b.debootstrap(ctx); err != nil {
+		return Image{}, err
+	}
+	b.next("installing %d more packages with apt", len(b.r.AptPackages))
+	if err := b.aptInstall(ctx); err != nil {
 		return Image{}, err
 	}
 	b.next("writing warmdesk's guest files")
@@ -192,7 +196,75 @@ func (b *builder) debootstrap(ctx context.Context) error {
 	if b.opts.Mirror != "" {
 		args = append(args, b.opts.Mirror)
 	}
-	return b.stream(ctx, "debootstrap", args...)
+	if err := b.stream(ctx, "debootstrap", args...); err != nil {
+		// debootstrap's own log says which package failed and why.
+		if tail := fileTail(filepath.Join(b.root, "debootstrap", "debootstrap.log"), 25); tail != "" {
+			err = fmt.Errorf("%w\ndebootstrap.log ends:\n%s", err, tail)
+		}
+		return err
+	}
+	return nil
+}
+
+// aptInstall installs the recipe's apt packages inside the image, with
+// /proc mounted and the package cache bind-mounted from the build cache.
+func (b *builder) aptInstall(ctx context.Context) error {
+	if len(b.r.AptPackages) == 0 {
+		return nil
+	}
+	proc := filepath.Join(b.root, "proc")
+	if err := b.mount("proc", proc, "proc", 0); err != nil {
+		return err
+	}
+	defer b.unmount(proc)
+	archives := filepath.Join(b.root, "var", "cache", "apt", "archives")
+	debs := filepath.Join(b.opts.CacheDir, "debs")
+	if err := b.mount(debs, archives, "", syscall.MS_BIND); err != nil {
+		return err
+	}
+	defer b.unmount(archives)
+	if err := b.chroot(ctx, "apt-get", "update", "-q"); err != nil {
+		return err
+	}
+	args := append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, b.r.AptPackages...)
+	return b.chroot(ctx, args...)
+}
+
+// mount mounts inside the image and remembers it, so cleanup unmounts it
+// whatever happens.
+func (b *builder) mount(src, dst, fstype string, flags uintptr) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount(src, dst, fstype, flags, ""); err != nil {
+		return fmt.Errorf("mount %s in the image: %w", filepath.Base(dst), err)
+	}
+	b.mounts = append(b.mounts, dst)
+	return nil
+}
+
+func (b *builder) unmount(dst string) {
+	if err := syscall.Unmount(dst, syscall.MNT_DETACH); err == nil {
+		for i, m := range b.mounts {
+			if m == dst {
+				b.mounts = append(b.mounts[:i], b.mounts[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// fileTail returns the last n lines of a file, or "".
+func fileTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // stream runs a command and passes its output lines on as progress; the
@@ -330,15 +402,11 @@ func (b *builder) pruneModules(ctx context.Context, kver string) error {
 // with. update-initramfs needs /proc, mounted for the step only.
 func (b *builder) initramfs(ctx context.Context) error {
 	proc := filepath.Join(b.root, "proc")
-	if err := syscall.Mount("proc", proc, "proc", 0, ""); err != nil {
-		return fmt.Errorf("mount /proc in the image: %w", err)
+	if err := b.mount("proc", proc, "proc", 0); err != nil {
+		return err
 	}
-	b.procs = append(b.procs, proc)
-	err := b.chroot(ctx, "update-initramfs", "-u", "-k", "all")
-	if uerr := syscall.Unmount(proc, syscall.MNT_DETACH); uerr == nil {
-		b.procs = b.procs[:len(b.procs)-1]
-	}
-	return err
+	defer b.unmount(proc)
+	return b.chroot(ctx, "update-initramfs", "-u", "-k", "all")
 }
 
 func (b *builder) chroot(ctx context.Context, args ...string) error {
@@ -388,8 +456,8 @@ func (b *builder) makeDisk(ctx context.Context) (int64, error) {
 // cleanup removes the temporary build directory after a failure, after
 // unmounting anything still mounted inside it.
 func (b *builder) cleanup() {
-	for _, p := range b.procs {
-		syscall.Unmount(p, syscall.MNT_DETACH)
+	for _, m := range b.mounts {
+		syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 	if b.dir != "" {
 		removeTree(b.dir)

@@ -52,9 +52,13 @@ type Recipe struct {
 	Width    int      `json:"width"`
 	Height   int      `json:"height"`
 	Packages []string `json:"packages"`
-	Modules  []string `json:"modules"`
-	Files    []File   `json:"files"`
-	Cmdline  string   `json:"cmdline"`
+	// AptPackages are installed with apt inside the image after
+	// debootstrap: debootstrap orders the configuration of large
+	// dependency trees (Chromium's) badly, apt does not.
+	AptPackages []string `json:"apt_packages,omitempty"`
+	Modules     []string `json:"modules"`
+	Files       []File   `json:"files"`
+	Cmdline     string   `json:"cmdline"`
 }
 
 var basePackages = []string{
@@ -90,7 +94,7 @@ func NewRecipe(flavor string, width, height int) (Recipe, error) {
 	switch flavor {
 	case FlavorMinimal:
 	case FlavorBrowser:
-		r.Packages = append(r.Packages, browserPackages...)
+		r.AptPackages = append(r.AptPackages, browserPackages...)
 		apps = append(apps, "20-chromium")
 	default:
 		return Recipe{}, fmt.Errorf("flavor %q: use %s or %s", flavor, FlavorMinimal, FlavorBrowser)
@@ -107,6 +111,7 @@ func NewRecipe(flavor string, width, height int) (Recipe, error) {
 func (r Recipe) Hash() string {
 	c := r
 	c.Packages = sortedCopy(r.Packages)
+	c.AptPackages = sortedCopy(r.AptPackages)
 	c.Modules = sortedCopy(r.Modules)
 	c.Files = append([]File(nil), r.Files...)
 	sort.Slice(c.Files, func(i, j int) bool { return c.Files[i].Path < c.Files[j].Path })

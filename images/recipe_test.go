@@ -35,7 +35,7 @@ func TestRecipeHashIsStableAndSensitive(t *testing.T) {
 		}
 	}
 	br, _ := NewRecipe(FlavorBrowser, 0, 0)
-	if br.Hash() == a.Hash() || !contains(br.Packages, "chromium") {
+	if br.Hash() == a.Hash() || !contains(br.AptPackages, "chromium") {
 		t.Error("browser recipe is not distinct or lacks chromium")
 	}
 }
