@@ -28,6 +28,7 @@ type App struct {
 	Store   *store.Store
 	Manager *desktop.Manager
 	Screens *Screens
+	Actions *Actions
 	Web     *web.Server
 	Token   string
 	// NewToken is set when the token was made at this start.
@@ -66,7 +67,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Web = web.New(web.Config{Manager: a.Manager, Screens: a.Screens, Token: a.Token, Logger: log})
+	a.Actions = NewActions(ctx, a.Manager, a.Screens, log, ActionsConfig{})
+	a.Web = web.New(web.Config{Manager: a.Manager, Screens: a.Screens, Token: a.Token, Logger: log, Actions: a.Actions})
 	return a, nil
 }
 

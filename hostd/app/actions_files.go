@@ -1,0 +1,348 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/web"
+)
+
+// Files move through qemu-guest-agent's guest-file-* commands in chunks,
+// so neither side holds a whole file: a download is read chunk by chunk as
+// the client takes it, an upload written as it arrives.
+
+const (
+	// fileChunk is what one guest-file-read or -write moves (base64 in a
+	// JSON line on the agent's serial port).
+	fileChunk = 1 << 20
+	// fileCallTimeout bounds each guest agent call of a transfer.
+	fileCallTimeout = 30 * time.Second
+)
+
+// guestFileError turns the guest agent's file errors into domain errors
+// that say what is wrong with the path.
+func guestFileError(path string, err error) error {
+	if errors.Is(err, desktop.ErrUnavailable) {
+		return err
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "No such file or directory"):
+		return fmt.Errorf("%w: %s does not exist in the guest", desktop.ErrNotFound, path)
+	case strings.Contains(msg, "Not a directory"):
+		return fmt.Errorf("%w: %s: a parent of it is not a directory", desktop.ErrNotFound, path)
+	case strings.Contains(msg, "Is a directory"):
+		return fmt.Errorf("%w: %s is a directory: only files can be read or written", desktop.ErrInvalid, path)
+	case strings.Contains(msg, "Permission denied"), strings.Contains(msg, "Read-only file system"):
+		return fmt.Errorf("%w: %s: %s", desktop.ErrInvalid, path, msg[strings.LastIndex(msg, ": ")+2:])
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// agentCall runs one guest agent call with its own deadline.
+func agentCall(ctx context.Context, ag desktop.GuestAgent, timeout time.Duration, command string, args, result any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return ag.Call(ctx, command, args, result)
+}
+
+func openGuest(ctx context.Context, ag desktop.GuestAgent, path, mode string) (int64, error) {
+	var h int64
+	if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-open", map[string]string{"path": path, "mode": mode}, &h); err != nil {
+		return 0, guestFileError(path, err)
+	}
+	return h, nil
+}
+
+// closeGuest closes a handle even when the request has ended: a handle
+// left open stays open in the guest agent for good.
+func closeGuest(ctx context.Context, ag desktop.GuestAgent, h int64) error {
+	return agentCall(context.WithoutCancel(ctx), ag, 5*time.Second, "guest-file-close", map[string]int64{"handle": h}, nil)
+}
+
+type fileChunkReply struct {
+	Count int    `json:"count"`
+	Data  string `json:"buf-b64"`
+	EOF   bool   `json:"eof"`
+}
+
+func readGuest(ctx context.Context, ag desktop.GuestAgent, h int64, n int) ([]byte, bool, error) {
+	var c fileChunkReply
+	if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-read", map[string]int64{"handle": h, "count": int64(n)}, &c); err != nil {
+		return nil, false, err
+	}
+	data, err := base64.StdEncoding.DecodeString(c.Data)
+	if err != nil {
+		return nil, false, fmt.Errorf("guest agent sent malformed file data: %w", err)
+	}
+	return data, c.EOF || c.Count == 0, nil
+}
+
+// ReadFile opens a guest file; its Size comes from seeking to its end.
+func (a *Actions) ReadFile(ctx context.Context, id, path string) (web.GuestFile, error) {
+	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
+	mach, err := a.guestMachine(mctx, id)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	ag := boundedAgent{mach.Agent()}
+	h, err := openGuest(ctx, ag, path, "r")
+	if err != nil {
+		return nil, err
+	}
+	f := &guestFile{ctx: ctx, ag: ag, h: h, path: path, size: -1}
+	var pos struct {
+		Position int64 `json:"position"`
+	}
+	// Directories, pipes and devices cannot seek: their size is unknown,
+	// and reading says what they are.
+	if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-seek", map[string]any{"handle": h, "offset": 0, "whence": "end"}, &pos); err == nil {
+		if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-seek", map[string]any{"handle": h, "offset": 0, "whence": "set"}, nil); err != nil {
+			f.Close()
+			return nil, guestFileError(path, err)
+		}
+		f.size = pos.Position
+	}
+	return f, nil
+}
+
+// guestFile reads a guest file a chunk at a time.
+type guestFile struct {
+	ctx  context.Context
+	ag   desktop.GuestAgent
+	h    int64
+	path string
+	size int64
+	buf  []byte
+	eof  bool
+	done bool
+}
+
+func (f *guestFile) Size() int64 { return f.size }
+
+func (f *guestFile) Read(p []byte) (int, error) {
+	for len(f.buf) == 0 {
+		if f.eof {
+			return 0, io.EOF
+		}
+		data, eof, err := readGuest(f.ctx, f.ag, f.h, fileChunk)
+		if err != nil {
+			return 0, guestFileError(f.path, err)
+		}
+		f.buf, f.eof = data, eof
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
+}
+
+func (f *guestFile) Close() error {
+	if f.done {
+		return nil
+	}
+	f.done = true
+	return closeGuest(f.ctx, f.ag, f.h)
+}
+
+// WriteFile creates or truncates a guest file and writes r into it.
+func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
+	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
+	mach, err := a.guestMachine(mctx, id)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	ag := boundedAgent{mach.Agent()}
+	h, err := openGuest(ctx, ag, path, "w")
+	if err != nil {
+		return 0, err
+	}
+	n, err := writeGuest(ctx, ag, h, r)
+	if err == nil {
+		err = agentCall(ctx, ag, fileCallTimeout, "guest-file-flush", map[string]int64{"handle": h}, nil)
+	}
+	if cerr := closeGuest(ctx, ag, h); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, guestFileError(path, err)
+	}
+	return n, nil
+}
+
+func writeGuest(ctx context.Context, ag desktop.GuestAgent, h int64, r io.Reader) (int64, error) {
+	buf := make([]byte, fileChunk)
+	var total int64
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		for data := buf[:n]; len(data) > 0; {
+			var wrote struct {
+				Count int `json:"count"`
+			}
+			args := map[string]any{"handle": h, "buf-b64": base64.StdEncoding.EncodeToString(data)}
+			if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-write", args, &wrote); err != nil {
+				return total, err
+			}
+			if wrote.Count <= 0 || wrote.Count > len(data) {
+				return total, fmt.Errorf("the guest agent wrote %d of %d bytes", wrote.Count, len(data))
+			}
+			data = data[wrote.Count:]
+			total += int64(wrote.Count)
+		}
+		switch {
+		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+			return total, nil
+		case rerr != nil:
+			return total, rerr
+		}
+	}
+}
+
+// The guest agent hands a program's output over only once it has ended
+// (guest-exec-status). To stream it, the program writes into two files
+// that the host holds open and reads as they grow; the files are unlinked
+// as soon as the program holds them, so nothing is left behind.
+const streamScript = `exec >>"$1" 2>>"$2"; rm -f -- "$1" "$2"; shift 2; exec "$@"`
+
+// Stream polling: the guest agent cannot wait for output, so the host
+// asks, quickly while output flows and backing off while it does not.
+const (
+	streamPollMin = 10 * time.Millisecond
+	streamPollMax = 200 * time.Millisecond
+	streamRead    = 64 << 10
+)
+
+// ExecStream runs a program in the guest and passes its output to out as
+// it comes.
+func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest, out func(stream string, data []byte)) (web.ExecResult, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
+	defer cancel()
+	mach, err := a.guestMachine(ctx, id)
+	if err != nil {
+		return web.ExecResult{}, err
+	}
+	ag := boundedAgent{mach.Agent()}
+	tag := make([]byte, 8)
+	rand.Read(tag)
+	base := "/tmp/.warmdesk-exec-" + hex.EncodeToString(tag)
+	streams := []*outStream{{name: "stdout", path: base + ".out"}, {name: "stderr", path: base + ".err"}}
+	for _, s := range streams {
+		if s.h, err = openGuest(ctx, ag, s.path, "w+"); err != nil {
+			return web.ExecResult{}, err
+		}
+		defer closeGuest(ctx, ag, s.h)
+	}
+	path, args := execArgv(req)
+	execArgs := map[string]any{"path": "/bin/sh", "arg": append([]string{"-c", streamScript, "sh", streams[0].path, streams[1].path, path}, args...)}
+	if len(req.Stdin) > 0 {
+		execArgs["input-data"] = base64.StdEncoding.EncodeToString(req.Stdin)
+	}
+	var started struct {
+		PID int `json:"pid"`
+	}
+	if err := agentCall(ctx, ag, fileCallTimeout, "guest-exec", execArgs, &started); err != nil {
+		return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+	}
+	wait := streamPollMin
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.killGroup(ctx, ag, started.PID)
+			return web.ExecResult{}, fmt.Errorf("%w: desktop %s: exec %s: no end seen within %s: %w", desktop.ErrUnavailable, id, req.Path, req.Timeout+agentMargin, ctx.Err())
+		case <-timer.C:
+		}
+		got := false
+		for _, s := range streams {
+			n, err := s.drain(ctx, ag, req.MaxOutput, out)
+			if err != nil {
+				return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+			}
+			got = got || n > 0
+		}
+		var st struct {
+			Exited   bool `json:"exited"`
+			ExitCode int  `json:"exitcode"`
+			Signal   int  `json:"signal"`
+		}
+		if err := agentCall(ctx, ag, fileCallTimeout, "guest-exec-status", map[string]int{"pid": started.PID}, &st); err != nil {
+			return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+		}
+		if st.Exited {
+			// Everything was written before the exit: read to the end.
+			for _, s := range streams {
+				for {
+					n, err := s.drain(ctx, ag, req.MaxOutput, out)
+					if err != nil {
+						return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+					}
+					if n == 0 {
+						break
+					}
+				}
+			}
+			res := desktop.ExecResult{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(start),
+				StdoutTruncated: streams[0].truncated, StderrTruncated: streams[1].truncated}
+			return web.ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+		}
+		if got {
+			wait = streamPollMin
+		} else {
+			wait = min(2*wait, streamPollMax)
+		}
+		timer.Reset(wait)
+	}
+}
+
+// outStream is one output file of a streaming exec.
+type outStream struct {
+	name, path string
+	h          int64
+	sent       int
+	truncated  bool
+}
+
+// drain reads what the file has gained and passes it on, up to max bytes
+// in all; past that the output is reported truncated and no longer read.
+func (s *outStream) drain(ctx context.Context, ag desktop.GuestAgent, max int, out func(string, []byte)) (int, error) {
+	if s.truncated {
+		return 0, nil
+	}
+	data, _, err := readGuest(ctx, ag, s.h, streamRead)
+	if err != nil {
+		return 0, err
+	}
+	if len(data) == 0 {
+		return 0, nil
+	}
+	if s.sent+len(data) > max {
+		data, s.truncated = data[:max-s.sent], true
+	}
+	s.sent += len(data)
+	if len(data) > 0 {
+		out(s.name, data)
+	}
+	return len(data), nil
+}
+
+// killGroup ends a streaming exec whose caller gave up: timeout leads its
+// own process group, so the group's signal reaches the program's children.
+func (a *Actions) killGroup(ctx context.Context, ag desktop.GuestAgent, pid int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	args := map[string]any{"path": "/bin/kill", "arg": []string{"-TERM", "--", fmt.Sprintf("-%d", pid)}}
+	if err := ag.Call(ctx, "guest-exec", args, nil); err != nil {
+		a.log.Debug("kill cancelled guest program", "pid", pid, "err", err)
+	}
+}

@@ -1,0 +1,214 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/web"
+)
+
+// Guest commands run through qemu-guest-agent's guest-exec, wrapped in
+// coreutils: `timeout` kills a program at its deadline inside the guest
+// (so a runaway program ends and reports 124, instead of the host giving up
+// on an agent that is fine), and `env` adds variables and a working
+// directory (guest-exec in QEMU 7.2 has no cwd, and its env replaces the
+// whole environment, PATH included).
+
+// killGrace is how long `timeout` waits after TERM before KILL.
+const killGrace = 2 * time.Second
+
+// agentMargin is how long past a program's own timeout the host waits for
+// the guest agent before calling it unavailable.
+const agentMargin = 3 * time.Second
+
+// guestMachine finds a running desktop's machine once its guest has its
+// own clock and identity.
+func (a *Actions) guestMachine(ctx context.Context, id string) (desktop.Machine, error) {
+	mach, d, err := a.mgr.Machine(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	if d.State != desktop.StateRunning {
+		return nil, &desktop.TransitionError{ID: id, From: d.State, Action: "reach the guest agent of"}
+	}
+	return mach, nil
+}
+
+// boundedAgent makes every guest agent call end when its context does.
+// The agent serialises calls (it answers one at a time), so a call can sit
+// behind a slow one; without this it would wait past its own deadline.
+type boundedAgent struct{ a desktop.GuestAgent }
+
+func (b boundedAgent) Call(ctx context.Context, command string, args, result any) error {
+	type reply struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		var raw json.RawMessage
+		err := b.a.Call(ctx, command, args, &raw)
+		done <- reply{raw, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || result == nil || len(r.raw) == 0 {
+			return r.err
+		}
+		if err := json.Unmarshal(r.raw, result); err != nil {
+			return fmt.Errorf("guest agent %s: decode: %w", command, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the guest agent did not answer %s in time: %w", desktop.ErrUnavailable, command, ctx.Err())
+	}
+}
+
+// execArgv wraps a program in timeout and, when needed, env.
+func execArgv(req web.ExecRequest) (string, []string) {
+	argv := []string{"-k", seconds(killGrace), seconds(req.Timeout)}
+	if len(req.Env) > 0 || req.Cwd != "" {
+		argv = append(argv, "env")
+		if req.Cwd != "" {
+			argv = append(argv, "-C", req.Cwd)
+		}
+		argv = append(argv, "--")
+		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+			argv = append(argv, k+"="+req.Env[k])
+		}
+	}
+	argv = append(argv, req.Path)
+	return "timeout", append(argv, req.Args...)
+}
+
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+
+// timedOut tells a program `timeout` ended (124 after TERM, 137 after
+// KILL) from one that exited with those codes itself before its deadline.
+func timedOut(res desktop.ExecResult, limit time.Duration) bool {
+	return (res.ExitCode == 124 || res.ExitCode == 137) && res.Duration >= limit
+}
+
+// Exec runs a program in the guest and waits for it.
+func (a *Actions) Exec(ctx context.Context, id string, req web.ExecRequest) (web.ExecResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
+	defer cancel()
+	mach, err := a.guestMachine(ctx, id)
+	if err != nil {
+		return web.ExecResult{}, err
+	}
+	path, args := execArgv(req)
+	res, err := desktop.Exec(ctx, boundedAgent{mach.Agent()}, desktop.ExecRequest{
+		Path: path, Args: args, Stdin: req.Stdin, Timeout: req.Timeout + agentMargin, MaxOutput: req.MaxOutput,
+	})
+	if err != nil {
+		return web.ExecResult{}, fmt.Errorf("desktop %s: %w", id, err)
+	}
+	return web.ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+}
+
+// shell runs a short helper script of ours in the guest, with DISPLAY set
+// for the X tools, and fails on a non-zero exit.
+func (a *Actions) shell(ctx context.Context, id, script string, stdin []byte, timeout time.Duration, args ...string) (desktop.ExecResult, error) {
+	res, err := a.Exec(ctx, id, web.ExecRequest{
+		Path: "/bin/sh", Args: append([]string{"-c", "export DISPLAY=${DISPLAY:-:0}\n" + script, "sh"}, args...),
+		Stdin: stdin, Timeout: timeout, MaxOutput: desktop.DefaultMaxOutput,
+	})
+	if err != nil {
+		return res.ExecResult, err
+	}
+	if res.TimedOut {
+		return res.ExecResult, fmt.Errorf("%w: desktop %s: guest helper still running after %s", desktop.ErrUnavailable, id, timeout)
+	}
+	return res.ExecResult, nil
+}
+
+// LocatePointer asks X where the pointer is and tells the runner.
+func (a *Actions) LocatePointer(ctx context.Context, id string) error {
+	d, err := a.desk(id)
+	if err != nil {
+		return err
+	}
+	res, err := a.shell(ctx, id, "xdotool getmouselocation --shell", nil, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("xdotool getmouselocation: exit %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	p, ok := parsePointer(string(res.Stdout))
+	if !ok {
+		return fmt.Errorf("xdotool getmouselocation: unexpected output %.80q", res.Stdout)
+	}
+	d.runner.NotePointer(p)
+	return nil
+}
+
+// parsePointer reads `xdotool getmouselocation --shell` ("X=1\nY=2\n...").
+func parsePointer(out string) (input.Point, bool) {
+	var p input.Point
+	var hasX, hasY bool
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+		case k == "X":
+			p.X, hasX = n, true
+		case k == "Y":
+			p.Y, hasY = n, true
+		}
+	}
+	return p, hasX && hasY
+}
+
+// clipboardScript reads or writes an X selection with xclip. xclip -i
+// forks a child that serves the selection until another client takes it:
+// its output must not hold the guest agent's pipes open, or the exec would
+// never end.
+const (
+	clipboardGet   = `exec xclip -selection "$1" -o`
+	clipboardSet   = `xclip -selection "$1" -i >/dev/null 2>&1`
+	clipboardClear = `xclip -selection "$1" -i </dev/null >/dev/null 2>&1`
+)
+
+// Clipboard reads an X selection; an empty selection reads as "".
+func (a *Actions) Clipboard(ctx context.Context, id, selection string) (string, error) {
+	res, err := a.shell(ctx, id, clipboardGet, nil, 10*time.Second, selection)
+	switch {
+	case err != nil:
+		return "", err
+	case res.ExitCode == 1 && bytes.Contains(res.Stderr, []byte("not available")):
+		return "", nil // nobody owns the selection, or it holds no text
+	case res.ExitCode != 0:
+		return "", fmt.Errorf("read the %s selection of %s: xclip exit %d: %s", selection, id, res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	return string(res.Stdout), nil
+}
+
+// SetClipboard sets an X selection to text.
+func (a *Actions) SetClipboard(ctx context.Context, id, selection, text string) error {
+	script := clipboardSet
+	if text == "" {
+		// guest-exec sends no stdin for empty input: the child would read
+		// whatever the agent's stdin is.
+		script = clipboardClear
+	}
+	res, err := a.shell(ctx, id, script, []byte(text), 10*time.Second, selection)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("set the %s selection of %s: xclip exit %d (is xclip installed and X running?)", selection, id, res.ExitCode)
+	}
+	return nil
+}

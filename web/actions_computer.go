@@ -1,0 +1,259 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/screenshot"
+)
+
+// The computer-use adapters take bodies exactly as the models emit them
+// and answer what the models expect. The agent declares the coordinate
+// space it told the model about (Anthropic's display_width_px and
+// display_height_px, OpenAI's display_width and display_height) as query
+// parameters or X-Display-Width / X-Display-Height headers; the screenshot
+// is scaled to it and coordinates are mapped back from it. Without one,
+// the space is the native screen.
+
+// anthropicFailure is the body of a failed Anthropic call: the error as
+// everywhere, and the tool_result (is_error) the agent can hand the model.
+type anthropicFailure struct {
+	Error      api.ErrorBody             `json:"error"`
+	ToolResult input.AnthropicToolResult `json:"tool_result"`
+}
+
+func (s *Server) postAnthropic(c *gin.Context) {
+	if !mayDrive(c) {
+		return
+	}
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	spec, ok := adapterSpec(c, "display_width_px", "display_height_px")
+	if !ok {
+		return
+	}
+	toolUseID := firstOf(c.Query("tool_use_id"), c.GetHeader("X-Tool-Use-Id"))
+	call, blockID, err := decodeAnthropicBody(body)
+	if blockID != "" {
+		toolUseID = blockID
+	}
+	failed := func(call input.AnthropicCall, res input.BatchResult, err error) {
+		status, eb := errorOf(err)
+		c.AbortWithStatusJSON(status, anthropicFailure{Error: eb, ToolResult: input.NewAnthropicToolResult(toolUseID, call, res, err, nil)})
+	}
+	if err != nil {
+		failed(call, input.BatchResult{}, err)
+		return
+	}
+	t, err := s.inputTarget(c.Param("id"))
+	if err != nil {
+		failed(call, input.BatchResult{}, err)
+		return
+	}
+	spec.batch, spec.screenshot = call.Batch, call.WantsScreenshot()
+	out, err := s.run(c.Request.Context(), t, spec)
+	if err == nil {
+		err = out.err
+	}
+	if err != nil {
+		failed(call, out.res, err)
+		return
+	}
+	var img *input.Image
+	if out.shot != nil {
+		img = &input.Image{MediaType: out.shot.ContentType(), Data: out.shot.Data}
+	}
+	c.JSON(http.StatusOK, input.NewAnthropicToolResult(toolUseID, call, out.res, nil, img))
+}
+
+// decodeAnthropicBody reads the input of a computer tool_use block, or the
+// whole block ({"type": "tool_use", "id", "name", "input"}), whose id then
+// answers as tool_use_id and whose name picks a computer_toolset member.
+func decodeAnthropicBody(body []byte) (input.AnthropicCall, string, error) {
+	var block struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	// The computer tool's input has no "type" field: a body with
+	// "type":"tool_use" is a whole block.
+	if json.Unmarshal(body, &block) == nil && block.Type == "tool_use" {
+		if len(block.Input) == 0 {
+			return input.AnthropicCall{}, block.ID, &input.ValidationError{Field: "input", Reason: "required in a tool_use block"}
+		}
+		if block.Name != "" && block.Name != "computer" {
+			call, err := input.DecodeAnthropicMember(block.Name, block.Input)
+			return call, block.ID, err
+		}
+		call, err := input.DecodeAnthropic(block.Input)
+		return call, block.ID, err
+	}
+	call, err := input.DecodeAnthropic(body)
+	return call, "", err
+}
+
+func (s *Server) postOpenAI(c *gin.Context) {
+	if !mayDrive(c) {
+		return
+	}
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	spec, ok := adapterSpec(c, "display_width", "display_height")
+	if !ok {
+		return
+	}
+	ack, ok := safetyAcknowledger(c)
+	if !ok {
+		return
+	}
+	call, err := input.DecodeOpenAI(body, input.OpenAIOptions{})
+	failed := func(err error) {
+		status, eb := errorOf(err)
+		eb.Message = input.OpenAIErrorText(call, err)
+		var ve *input.ValidationError
+		if errors.As(err, &ve) {
+			// The message starts with the field in the item's own names.
+			if f, _, ok := strings.Cut(eb.Message, ": "); ok && !strings.Contains(f, " ") {
+				eb.Field = f
+			}
+		}
+		c.AbortWithStatusJSON(status, api.Error{Error: eb})
+	}
+	if err != nil {
+		failed(err)
+		return
+	}
+	t, err := s.inputTarget(c.Param("id"))
+	if err != nil {
+		failed(err)
+		return
+	}
+	// A computer_call_output always carries the screenshot after the call.
+	spec.batch, spec.screenshot = call.Batch, true
+	out, err := s.run(c.Request.Context(), t, spec)
+	if err == nil {
+		err = out.err
+	}
+	if err != nil {
+		failed(err)
+		return
+	}
+	img := input.Image{MediaType: out.shot.ContentType(), Data: out.shot.Data}
+	c.JSON(http.StatusOK, input.NewOpenAIOutput(call, img, ack))
+}
+
+// adapterSpec reads what an adapter call takes besides its body: the
+// declared display, and optionally format, quality, settle_ms, timeout_ms.
+func adapterSpec(c *gin.Context, wName, hName string) (runSpec, bool) {
+	spec := runSpec{settle: screenshot.DefaultQuiet, timeout: defaultSettleTimeout, format: screenshot.PNG, cursor: true}
+	// Either adapter's names are accepted, so an agent that mixes them up
+	// still gets what it declared.
+	w, ok := dimParam(c, []string{wName, "display_width_px", "display_width"}, "X-Display-Width")
+	if !ok {
+		return spec, false
+	}
+	h, ok := dimParam(c, []string{hName, "display_height_px", "display_height"}, "X-Display-Height")
+	if !ok {
+		return spec, false
+	}
+	var err error
+	if spec.display, err = displaySize(w, h, wName, hName); err != nil {
+		failWith(c, err)
+		return spec, false
+	}
+	if spec.format, err = imageFormat(c.Query("format"), "format"); err != nil {
+		failWith(c, err)
+		return spec, false
+	}
+	if v := c.Query("quality"); v != "" {
+		q, err := strconv.Atoi(v)
+		if err != nil || q < 1 || q > 100 || spec.format != screenshot.JPEG {
+			badRequest(c, "quality", fmt.Sprintf("quality %q: a JPEG quality is 1 to 100, with format=jpeg", v))
+			return spec, false
+		}
+		spec.quality = q
+	}
+	if spec.settle, err = msParam(c.Query("settle_ms"), spec.settle, 0, maxSettle); err != nil {
+		badRequest(c, "settle_ms", err.Error())
+		return spec, false
+	}
+	if spec.timeout, err = msParam(c.Query("timeout_ms"), spec.timeout, 0, maxTimeout); err != nil {
+		badRequest(c, "timeout_ms", err.Error())
+		return spec, false
+	}
+	return spec, true
+}
+
+// dimParam reads one side of the declared display from the first query
+// parameter given, or from the header (also accepted with a -Px suffix).
+func dimParam(c *gin.Context, queries []string, header string) (int, bool) {
+	name, v := "", ""
+	for _, q := range queries {
+		if v = c.Query(q); v != "" {
+			name = q
+			break
+		}
+	}
+	if v == "" {
+		for _, h := range []string{header, header + "-Px"} {
+			if v = c.GetHeader(h); v != "" {
+				name = h
+				break
+			}
+		}
+	}
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		badRequest(c, name, fmt.Sprintf("%s %q: a whole number of pixels", name, v))
+		return 0, false
+	}
+	return n, true
+}
+
+// safetyAcknowledger reads acknowledge_safety_checks: "all", or a comma
+// list of check ids; absent acknowledges none, so a person (or the agent's
+// own policy) decides.
+func safetyAcknowledger(c *gin.Context) (func(input.OpenAISafetyCheck) bool, bool) {
+	v := strings.TrimSpace(c.Query("acknowledge_safety_checks"))
+	switch v {
+	case "", "none":
+		return nil, true
+	case "all":
+		return func(input.OpenAISafetyCheck) bool { return true }, true
+	}
+	ids := strings.Split(v, ",")
+	for i := range ids {
+		ids[i] = strings.TrimSpace(ids[i])
+		if ids[i] == "" {
+			badRequest(c, "acknowledge_safety_checks", "use all, none, or a comma-separated list of safety check ids")
+			return nil, false
+		}
+	}
+	return func(sc input.OpenAISafetyCheck) bool { return slices.Contains(ids, sc.ID) }, true
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
