@@ -67,6 +67,7 @@ func (a *agent) Call(ctx context.Context, command string, args, result any) erro
 	}
 	for {
 		state, changed := a.current()
+		life := a.m.nextLifeEvent()
 		dom := a.m.domain()
 		timeout := agentTimeout(ctx)
 		reply, err := call(ctx, a.m.drv.conn, func(l *golibvirt.Libvirt) (golibvirt.OptString, error) {
@@ -87,7 +88,20 @@ func (a *agent) Call(ctx context.Context, command string, args, result any) erro
 			}
 			return nil
 		}
-		if libvirtCode(err) != golibvirt.ErrAgentUnresponsive {
+		switch libvirtCode(err) {
+		case golibvirt.ErrAgentUnresponsive:
+		case golibvirt.ErrOperationInvalid:
+			// The domain is paused (libvirt refuses at once): wait for it
+			// to run again, as a call would under the QEMU driver.
+			select {
+			case <-life:
+				continue
+			case <-a.m.exited:
+				return fmt.Errorf("%w: guest agent %s: the machine %s", desktop.ErrUnavailable, command, a.m.ExitReason())
+			case <-ctx.Done():
+				return fmt.Errorf("%w: guest agent %s: the domain is not running: %w", desktop.ErrUnavailable, command, ctx.Err())
+			}
+		default:
 			return fmt.Errorf("guest agent %s: %w", command, err)
 		}
 		if state == agentUnknown {

@@ -44,6 +44,7 @@ func (d *Driver) lifecycle(ev golibvirt.DomainEventLifecycleMsg) {
 	if m == nil {
 		return // not one of ours, or one that already ended
 	}
+	m.lifeEvent()
 	switch golibvirt.DomainEventType(ev.Event) {
 	case golibvirt.DomainEventStopped:
 		m.exit(stopReason(ev.Detail))

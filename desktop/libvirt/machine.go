@@ -108,13 +108,18 @@ type Machine struct {
 	exitOnce sync.Once
 	reason   string
 
+	// lifeChanged is closed and replaced on every lifecycle event of the
+	// domain (paused, resumed), for calls that wait for the guest to run.
+	lifeMu      sync.Mutex
+	lifeChanged chan struct{}
+
 	agent *agent
 }
 
 var _ desktop.Machine = (*Machine)(nil)
 
 func (d *Driver) newMachine(rec record, uuid golibvirt.UUID) *Machine {
-	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{})}
+	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{}), lifeChanged: make(chan struct{})}
 	m.agent = newAgent(m)
 	return m
 }
@@ -138,6 +143,21 @@ func (d *Driver) machine(uuid golibvirt.UUID) *Machine {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.machines[uuid]
+}
+
+// lifeEvent tells waiters that the domain's state changed.
+func (m *Machine) lifeEvent() {
+	m.lifeMu.Lock()
+	close(m.lifeChanged)
+	m.lifeChanged = make(chan struct{})
+	m.lifeMu.Unlock()
+}
+
+// nextLifeEvent is closed at the domain's next lifecycle event.
+func (m *Machine) nextLifeEvent() <-chan struct{} {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	return m.lifeChanged
 }
 
 // Record returns the machine's current record.
@@ -185,7 +205,7 @@ func (m *Machine) ExitReason() string {
 // its QEMU.
 func (m *Machine) exit(reason string) {
 	m.exitOnce.Do(func() {
-		if tail := logTail(filepath.Join(m.drv.opts.LogDir, m.record().Domain+".log"), 8); tail != "" {
+		if tail := logTail(m.logPath(), 8); tail != "" {
 			reason += "; last lines of its log:\n" + tail
 		}
 		m.reason = reason
@@ -193,6 +213,11 @@ func (m *Machine) exit(reason string) {
 		close(m.exited)
 		m.drv.unregister(m)
 	})
+}
+
+// logPath is where libvirtd writes the domain's QEMU output.
+func (m *Machine) logPath() string {
+	return filepath.Join(m.drv.opts.LogDir, m.record().Domain+".log")
 }
 
 // Agent is the guest agent, through libvirt.

@@ -104,7 +104,11 @@ func (w *migrationWatch) wait(ctx context.Context) error {
 			case "failed", "cancelled":
 				var q migrationStatus
 				w.m.qmp(ctx, "query-migrate", nil, &q)
-				return fmt.Errorf("migration %s: %s", status, q.ErrorDesc)
+				why := q.ErrorDesc
+				if why == "" { // an incoming migration reports only to QEMU's log
+					why = "QEMU's log ends:\n" + logTail(w.m.logPath(), 4)
+				}
+				return fmt.Errorf("migration %s: %s", status, why)
 			}
 		case <-w.m.exited:
 			return fmt.Errorf("QEMU ended during the migration: it %s", w.m.ExitReason())
@@ -170,13 +174,21 @@ func (m *Machine) load(ctx context.Context, statePath string, ignoreShared bool)
 		return fmt.Errorf("connect to QEMU's incoming migration: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	_, err = io.Copy(c, f)
+	_, sendErr := io.Copy(c, f)
 	stop()
 	c.Close()
-	if err != nil {
-		return fmt.Errorf("send state: %w", err)
+	// A refused state shows as a broken pipe here; QEMU's own account (the
+	// event, or its exit and log) says why.
+	if err := w.wait(ctx); err != nil {
+		if sendErr != nil {
+			return fmt.Errorf("%w (sending the state: %v)", err, sendErr)
+		}
+		return err
 	}
-	return w.wait(ctx)
+	if sendErr != nil {
+		return fmt.Errorf("send state: %w", sendErr)
+	}
+	return nil
 }
 
 // saveState migrates a stopped machine's state into a new file: QEMU

@@ -1,0 +1,174 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+func TestParseURI(t *testing.T) {
+	for _, c := range []struct{ uri, socket string }{
+		{"qemu:///system", "/var/run/libvirt/libvirt-sock"},
+		{"qemu+unix:///system", "/var/run/libvirt/libvirt-sock"},
+		{"qemu:///system?socket=/tmp/x.sock", "/tmp/x.sock"},
+	} {
+		_, s, err := parseURI(c.uri)
+		if err != nil || s != c.socket {
+			t.Errorf("parseURI(%q) = %q, %v; want %q", c.uri, s, err, c.socket)
+		}
+	}
+	for _, bad := range []string{"qemu+ssh://host/system", "qemu+tcp://host/system", "qemu://host/system", "xen:///system", "qemu:///nowhere", "::"} {
+		if _, _, err := parseURI(bad); !errors.Is(err, desktop.ErrInvalid) {
+			t.Errorf("parseURI(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// With no libvirtd behind the socket, New fails at once with one error
+// that says what to start, and no retrying.
+func TestNewWithoutLibvirtdSaysWhatToStart(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	_, err := New(context.Background(), Options{
+		URI:    "qemu:///system?socket=" + filepath.Join(dir, "no-libvirtd.sock"),
+		RunDir: filepath.Join(dir, "run"), DataDir: filepath.Join(dir, "data"),
+	})
+	if !errors.Is(err, desktop.ErrUnavailable) {
+		t.Fatalf("New without libvirtd: %v, want ErrUnavailable", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "libvirtd") || !(strings.Contains(msg, "libvirtd -d") || strings.Contains(msg, "apt-get install")) {
+		t.Errorf("the error does not say what to install or start: %s", msg)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("New took %s to give up", took)
+	}
+}
+
+func TestParseUUID(t *testing.T) {
+	u, err := parseUUID("3d99048d-b2b7-43a1-b6f2-8f715ae09bfc")
+	if err != nil || u[0] != 0x3d || u[15] != 0xfc {
+		t.Errorf("parseUUID = %x, %v", u, err)
+	}
+	for _, bad := range []string{"", "3d99048d", "zz99048d-b2b7-43a1-b6f2-8f715ae09bfc", "3d99048d-b2b7-43a1-b6f2-8f715ae09bfcff"} {
+		if _, err := parseUUID(bad); err == nil {
+			t.Errorf("parseUUID(%q) succeeded", bad)
+		}
+	}
+	for range 100 {
+		s := newUUID()
+		if _, err := parseUUID(s); err != nil || s[14] != '4' {
+			t.Fatalf("newUUID made %q (%v)", s, err)
+		}
+	}
+}
+
+func TestParseQMPReply(t *testing.T) {
+	ret, err := parseQMPReply([]byte(`{"return":{"status":"running"},"id":"libvirt-12"}`))
+	if err != nil || string(ret) != `{"status":"running"}` {
+		t.Errorf("return: %s, %v", ret, err)
+	}
+	_, err = parseQMPReply([]byte(`{"id":"libvirt-13","error":{"class":"GenericError","desc":"No such node"}}`))
+	var qe *QMPError
+	if !errors.As(err, &qe) || qe.Desc != "No such node" {
+		t.Errorf("error reply: %v", err)
+	}
+	for _, bad := range []string{``, `{}`, `[]`, `{"return":`, `null`} {
+		if _, err := parseQMPReply([]byte(bad)); err == nil {
+			t.Errorf("parseQMPReply(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseMigrationEvent(t *testing.T) {
+	if s, err := parseMigrationEvent([]byte(`{"status":"completed"}`)); err != nil || s != "completed" {
+		t.Errorf("%q, %v", s, err)
+	}
+	for _, bad := range []string{``, `{}`, `{"status":1}`, `nope`} {
+		if _, err := parseMigrationEvent([]byte(bad)); err == nil {
+			t.Errorf("parseMigrationEvent(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseAgentChannelState(t *testing.T) {
+	live := `<domain><devices>
+  <channel type='unix'><source mode='bind' path='/x/org.qemu.guest_agent.0'/>
+    <target type='virtio' name='org.qemu.guest_agent.0' state='connected'/></channel>
+  <channel type='unix'><target type='virtio' name='other' state='disconnected'/></channel>
+</devices></domain>`
+	if s := parseAgentChannelState(live); s != agentConnected {
+		t.Errorf("connected channel read as %d", s)
+	}
+	if s := parseAgentChannelState(strings.Replace(live, "'connected'", "'disconnected'", 1)); s != agentDisconnected {
+		t.Errorf("disconnected channel read as %d", s)
+	}
+	if s := parseAgentChannelState(`<domain><devices/></domain>`); s != agentUnknown {
+		t.Errorf("no channel read as %d", s)
+	}
+}
+
+func TestFindNode(t *testing.T) {
+	nodes := []blockNode{
+		{NodeName: "libvirt-1-storage", Driver: "file", File: "/d/disk-0.qcow2"},
+		{NodeName: "libvirt-1-format", Driver: "qcow2", File: "/d/disk-0.qcow2"},
+		{NodeName: "libvirt-2-format", Driver: "qcow2", File: "/s/disk.qcow2"},
+	}
+	if n, err := findNode(nodes, "/d/disk-0.qcow2"); err != nil || n.NodeName != "libvirt-1-format" {
+		t.Errorf("findNode = %+v, %v", n, err)
+	}
+	if _, err := findNode(nodes, "/d/disk-9.qcow2"); err == nil {
+		t.Error("found a node for a file no node has")
+	}
+}
+
+func TestSnapshotXML(t *testing.T) {
+	b, err := snapshotXML("/var/w/d-1/disk-1.qcow2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<domainsnapshot><disks><disk name="vda" snapshot="external" type="file"><driver type="qcow2"></driver><source file="/var/w/d-1/disk-1.qcow2"></source></disk></disks></domainsnapshot>`
+	if string(b) != want {
+		t.Errorf("snapshot XML:\n%s\nwant\n%s", b, want)
+	}
+}
+
+func TestNextOverlayPath(t *testing.T) {
+	for in, want := range map[string]string{"/d/disk-0.qcow2": "/d/disk-1.qcow2", "/d/disk-9.qcow2": "/d/disk-10.qcow2", "/d/blank.qcow2": "/d/disk-0.qcow2"} {
+		if got := nextOverlayPath(in); got != want {
+			t.Errorf("nextOverlayPath(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestAgentTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if got := agentTimeout(ctx); got != 3 {
+		t.Errorf("2.5 s left: timeout %d, want 3", got)
+	}
+	if got := agentTimeout(context.Background()); got != int32(agentNoDeadline/time.Second) {
+		t.Errorf("no deadline: timeout %d", got)
+	}
+	past, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	if got := agentTimeout(past); got != 1 {
+		t.Errorf("past deadline: timeout %d, want 1", got)
+	}
+}
+
+func TestStopReasonsAreWorded(t *testing.T) {
+	for d := int32(0); d <= 6; d++ {
+		if r := stopReason(d); strings.Contains(r, "detail") {
+			t.Errorf("stop detail %d unworded: %s", d, r)
+		}
+	}
+	if r := stopReason(99); !strings.Contains(r, "99") {
+		t.Errorf("unknown detail: %s", r)
+	}
+}
