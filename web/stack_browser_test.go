@@ -50,7 +50,8 @@ func startStack(t *testing.T) *stack {
 		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: screens,
 	})
 	t.Cleanup(mgr.Close)
-	srv := web.New(web.Config{Manager: mgr, Screens: screens, Token: testToken, Logger: log})
+	acts := app.NewActions(ctx, mgr, screens, log, app.ActionsConfig{})
+	srv := web.New(web.Config{Manager: mgr, Screens: screens, Token: testToken, Logger: log, Actions: acts})
 	seen := &requestLog{}
 	hs := httptest.NewServer(seen.wrap(srv.Handler()))
 	t.Cleanup(func() {
