@@ -121,21 +121,23 @@ func (s *Server) postOpenAI(c *gin.Context) {
 		return
 	}
 	call, err := input.DecodeOpenAI(body, input.OpenAIOptions{})
+	if err != nil {
+		// Decoding names the item's own fields already.
+		failWith(c, err)
+		return
+	}
 	failed := func(err error) {
 		status, eb := errorOf(err)
+		// Validation and the runner name canonical fields ("actions[0].dy"):
+		// the model should read its own ("actions[0].scroll_y").
 		eb.Message = input.OpenAIErrorText(call, err)
 		var ve *input.ValidationError
 		if errors.As(err, &ve) {
-			// The message starts with the field in the item's own names.
 			if f, _, ok := strings.Cut(eb.Message, ": "); ok && !strings.Contains(f, " ") {
 				eb.Field = f
 			}
 		}
 		c.AbortWithStatusJSON(status, api.Error{Error: eb})
-	}
-	if err != nil {
-		failed(err)
-		return
 	}
 	t, err := s.inputTarget(c.Param("id"))
 	if err != nil {

@@ -93,6 +93,9 @@ func (f batchFields) check() (batchRequest, error) {
 	if err != nil {
 		return batchRequest{}, err
 	}
+	if len(batch) == 0 {
+		return batchRequest{}, &input.ValidationError{Field: "actions", Reason: "no actions given"}
+	}
 	r := batchRequest{
 		batch: batch, screenshot: f.Screenshot, settle: screenshot.DefaultQuiet, timeout: defaultSettleTimeout,
 		format: screenshot.PNG, quality: f.Quality, cursor: f.Cursor,
@@ -169,7 +172,7 @@ func strictJSON(data []byte, v any) error {
 func jsonFieldError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
+		field := jsonPath(te.Field)
 		if field == "" {
 			return &input.ValidationError{Reason: fmt.Sprintf("malformed JSON: a %s where an object belongs", te.Value)}
 		}
@@ -180,6 +183,20 @@ func jsonFieldError(err error) error {
 		return &input.ValidationError{Field: field, Reason: "unknown field"}
 	}
 	return &input.ValidationError{Reason: "malformed JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// jsonPath drops the Go names of embedded structs from encoding/json's
+// field path ("batchFields.settle_ms"): the API's JSON names are all
+// lowercase.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if strings.ToLower(p) == p {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
 }
 
 func typeName(goType string) string {

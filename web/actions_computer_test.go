@@ -1,0 +1,231 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image/png"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/screenshot"
+)
+
+type toolResult struct {
+	Type      string `json:"type"`
+	ToolUseID string `json:"tool_use_id"`
+	IsError   bool   `json:"is_error"`
+	Content   []struct {
+		Type   string `json:"type"`
+		Text   string `json:"text"`
+		Source *struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		} `json:"source"`
+	} `json:"content"`
+}
+
+func TestAnthropicAdapter(t *testing.T) {
+	cases := []struct {
+		name, query, body string
+		header            []string
+		wantNative        *input.Point // where the first move lands
+		wantText          string       // a text block instead of an image
+		wantID            string
+		wantImage         [2]int
+	}{
+		{
+			name: "left_click in the declared display", query: "?display_width_px=640&display_height_px=400",
+			body:       `{"action": "left_click", "coordinate": [320, 200]}`,
+			wantNative: pt(screenshot.ScaleTo(1280, 800, 640, 400).ToNative(320, 200)), wantImage: [2]int{640, 400},
+		},
+		{
+			name: "display declared in headers", header: []string{"X-Display-Width-Px", "1024", "X-Display-Height-Px", "640"},
+			body:       `{"action": "mouse_move", "coordinate": [1023, 639]}`,
+			wantNative: &input.Point{X: 1279, Y: 799}, wantImage: [2]int{1024, 640},
+		},
+		{
+			name:   "a whole tool_use block",
+			body:   `{"type": "tool_use", "id": "toolu_01A", "name": "computer", "input": {"action": "screenshot"}}`,
+			wantID: "toolu_01A", wantImage: [2]int{1280, 800},
+		},
+		{
+			name: "tool_use_id in the query", query: "?tool_use_id=toolu_02B",
+			body:   `{"action": "key", "text": "ctrl+a Delete"}`,
+			wantID: "toolu_02B", wantImage: [2]int{1280, 800},
+		},
+		{
+			name:     "cursor_position answers text in the declared space",
+			query:    "?display_width_px=640&display_height_px=400",
+			body:     `{"action": "cursor_position"}`,
+			wantText: "X=0,Y=0",
+		},
+		{
+			name: "zoom fills the display with the region",
+			body: `{"action": "zoom", "region": [0, 0, 640, 200]}`, wantImage: [2]int{1280, 400},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newActHarness(t)
+			h.acts.runner.NotePointer(input.Point{})
+			status, body := h.do("POST", h.path("/computer/anthropic")+c.query+sep(c.query)+"settle_ms=0", c.body, c.header...)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var tr toolResult
+			if err := json.Unmarshal(body, &tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr.Type != "tool_result" || tr.ToolUseID != c.wantID || tr.IsError || len(tr.Content) != 1 {
+				t.Fatalf("tool result %s", body)
+			}
+			block := tr.Content[0]
+			if c.wantText != "" {
+				if block.Type != "text" || block.Text != c.wantText {
+					t.Errorf("content %+v, want text %q", block, c.wantText)
+				}
+			} else {
+				if block.Type != "image" || block.Source.Type != "base64" || block.Source.MediaType != "image/png" {
+					t.Fatalf("content %+v", block.Type)
+				}
+				data, _ := base64.StdEncoding.DecodeString(block.Source.Data)
+				img, err := png.Decode(bytes.NewReader(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b := img.Bounds(); b.Dx() != c.wantImage[0] || b.Dy() != c.wantImage[1] {
+					t.Errorf("image %v, want %v", b, c.wantImage)
+				}
+			}
+			if c.wantNative != nil {
+				f := h.acts.dev.Frames()
+				if len(f) == 0 || f[0][0].X != c.wantNative.X || f[0][0].Y != c.wantNative.Y {
+					t.Errorf("frames %v, want a move to %v first", f, *c.wantNative)
+				}
+			}
+		})
+	}
+}
+
+func TestAnthropicAdapterErrors(t *testing.T) {
+	h := newActHarness(t)
+	cases := []struct{ name, query, body, field, text string }{
+		{"unknown action", "", `{"action": "fly"}`, "action", "action: unknown action"},
+		{"coordinate outside the display", "?display_width_px=640&display_height_px=400", `{"action": "left_click", "coordinate": [640, 10]}`, "actions[0].x", "coordinate: 640 is outside"},
+		{"missing text", "", `{"action": "type"}`, "text", "text: required"},
+		{"tool_use without input", "", `{"type": "tool_use", "id": "toolu_9", "name": "computer"}`, "input", "input: required"},
+		{"bad display", "?display_width_px=wide&display_height_px=400", `{"action": "screenshot"}`, "display_width_px", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := h.do("POST", h.path("/computer/anthropic")+c.query, c.body)
+			if status != http.StatusBadRequest {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var resp struct {
+				Error struct {
+					Code, Field string
+				}
+				ToolResult toolResult `json:"tool_result"`
+			}
+			if err := json.Unmarshal(body, &resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.Error.Field != c.field {
+				t.Errorf("field %q, want %q (%s)", resp.Error.Field, c.field, body)
+			}
+			if c.text == "" {
+				return
+			}
+			tr := resp.ToolResult
+			if !tr.IsError || len(tr.Content) != 1 || !strings.Contains(tr.Content[0].Text, c.text) {
+				t.Errorf("tool_result %+v, want an error text with %q", tr, c.text)
+			}
+		})
+	}
+	if n := len(h.acts.dev.Frames()); n != 0 {
+		t.Errorf("%d frames sent for rejected calls", n)
+	}
+}
+
+func TestOpenAIAdapter(t *testing.T) {
+	h := newActHarness(t)
+	// A GA computer_call with a batch of actions, as the model emits it.
+	item := `{"type": "computer_call", "id": "cu_1", "call_id": "call_7", "status": "completed",
+		"actions": [
+			{"type": "click", "button": "left", "x": 100, "y": 50},
+			{"type": "type", "text": "hello"},
+			{"type": "keypress", "keys": ["CTRL", "L"]},
+			{"type": "scroll", "x": 10, "y": 10, "scroll_x": 0, "scroll_y": 250}
+		],
+		"pending_safety_checks": [{"id": "cs_1", "code": "malicious_instructions", "message": "check"}, {"id": "cs_2"}]}`
+	status, body := h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=cs_2", item)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var out input.OpenAIComputerCallOutput
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Type != "computer_call_output" || out.CallID != "call_7" || out.Output.Type != "computer_screenshot" ||
+		!strings.HasPrefix(out.Output.ImageURL, "data:image/png;base64,") || out.Output.Detail != "original" {
+		t.Errorf("output %s", body)
+	}
+	if len(out.AcknowledgedSafetyChecks) != 1 || out.AcknowledgedSafetyChecks[0].ID != "cs_2" {
+		t.Errorf("acknowledged %+v, want cs_2 only", out.AcknowledgedSafetyChecks)
+	}
+	wheel := 0
+	for _, f := range h.acts.dev.Frames() {
+		for _, e := range f {
+			if e.Kind == input.ButtonEvent && e.Button == "wheel-down" && e.Down {
+				wheel++
+			}
+		}
+	}
+	if wheel != 3 {
+		t.Errorf("%d wheel notches for 250 px, want 3", wheel)
+	}
+
+	// The preview tool's single action.
+	status, body = h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=all",
+		`{"type": "computer_call", "call_id": "call_8", "action": {"type": "screenshot"}, "pending_safety_checks": [{"id": "cs_3"}]}`)
+	if status != http.StatusOK || !strings.Contains(string(body), `"acknowledged_safety_checks":[{"id":"cs_3"}]`) || strings.Contains(string(body), "detail") {
+		t.Errorf("preview call: %d %s", status, body)
+	}
+}
+
+func TestOpenAIAdapterErrors(t *testing.T) {
+	h := newActHarness(t)
+	cases := []struct{ name, query, body, field string }{
+		{"no call_id", "", `{"type": "computer_call", "action": {"type": "screenshot"}}`, "call_id"},
+		{"unknown action", "", `{"type": "computer_call", "call_id": "c", "actions": [{"type": "screenshot"}, {"type": "teleport"}]}`, "actions[1].type"},
+		{"outside the display", "?display_width=640&display_height=400", `{"type": "computer_call", "call_id": "c", "actions": [{"type": "click", "x": 10, "y": 400}]}`, "actions[0].y"},
+		{"bad key, in the item's names", "", `{"type": "computer_call", "call_id": "c", "action": {"type": "keypress", "keys": ["CTRL", "NOPE"]}}`, "action.keys[1]"},
+		{"bad acknowledgement", "?acknowledge_safety_checks=,", `{"type": "computer_call", "call_id": "c", "action": {"type": "screenshot"}}`, "acknowledge_safety_checks"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := h.do("POST", h.path("/computer/openai")+c.query, c.body)
+			code, field, _, _ := actError(t, body)
+			if status != http.StatusBadRequest || code != "invalid" || field != c.field {
+				t.Errorf("%d %s field %q, want 400 field %q (%s)", status, code, field, c.field, body)
+			}
+		})
+	}
+	if n := len(h.acts.dev.Frames()); n != 0 {
+		t.Errorf("%d frames sent for rejected calls", n)
+	}
+}
+
+func pt(x, y int) *input.Point { return &input.Point{X: x, Y: y} }
+
+func sep(q string) string {
+	if q == "" {
+		return "?"
+	}
+	return "&"
+}
