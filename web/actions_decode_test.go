@@ -29,8 +29,8 @@ func TestDecodeBatchRequest(t *testing.T) {
 func TestDecodeControlBatchNamesFields(t *testing.T) {
 	cases := map[string]string{
 		`{"id": "1", "type": "actions", "actions": [{"action": "screenshot"}], "settle_ms": "x"}`: "settle_ms",
-		`{"id": "1", "type": "actions", "actions": [{"action": "screenshot"}], "bogus": 1}`:        "bogus",
-		`{"id": 1, "type": "actions", "actions": [{"action": "screenshot"}]}`:                      "id",
+		`{"id": "1", "type": "actions", "actions": [{"action": "screenshot"}], "bogus": 1}`:       "bogus",
+		`{"id": 1, "type": "actions", "actions": [{"action": "screenshot"}]}`:                     "id",
 	}
 	for msg, field := range cases {
 		_, err := decodeControlBatch([]byte(msg))

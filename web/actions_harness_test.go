@@ -96,7 +96,7 @@ func newActFake(t *testing.T) *actFake {
 }
 
 func (f *actFake) Runner(id string) (*input.Runner, error) { return f.runner, nil }
-func (f *actFake) ScreenSize(id string) (int, int, error) { return f.w, f.h, nil }
+func (f *actFake) ScreenSize(id string) (int, int, error)  { return f.w, f.h, nil }
 func (f *actFake) LocatePointer(ctx context.Context, id string) error {
 	if f.pointer == nil {
 		return errors.New("no pointer")
