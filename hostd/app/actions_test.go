@@ -132,7 +132,9 @@ func TestFrameKinds(t *testing.T) {
 }
 
 func TestGuestFileError(t *testing.T) {
-	qga := func(desc string) error { return fmt.Errorf("guest agent guest-file-open: guest agent: GenericError: %s", desc) }
+	qga := func(desc string) error {
+		return fmt.Errorf("guest agent guest-file-open: guest agent: GenericError: %s", desc)
+	}
 	cases := []struct {
 		err  error
 		want error
