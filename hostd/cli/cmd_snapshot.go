@@ -229,7 +229,12 @@ func snapshotRemove(ctx context.Context, e *env, args []string) error {
 	name := pos[0]
 	// A running daemon knows which desktops use the snapshot: ask it.
 	if c, err := daemonClient(paths); err == nil {
-		if err := c.RemoveSnapshot(ctx, name); err == nil || !isUnreachable(err) {
+		err := c.RemoveSnapshot(ctx, name)
+		if err == nil {
+			fmt.Fprintf(e.stdout, "removed snapshot %s\n", name)
+			return nil
+		}
+		if !isUnreachable(err) {
 			return err
 		}
 	}
