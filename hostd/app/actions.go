@@ -37,7 +37,13 @@ type ActionsConfig struct {
 	// PressTimeout bounds each wait for the guest to show it read a drag's
 	// button press (see device.sealPress); 0 takes DefaultPressTimeout.
 	PressTimeout time.Duration
+	// DragStep spaces the moves of a drag and holds its end (see
+	// device.pause and device.endDrag); 0 takes DefaultDragStep.
+	DragStep time.Duration
 }
+
+// DefaultDragStep is the default spacing of a drag's moves.
+const DefaultDragStep = 30 * time.Millisecond
 
 // DefaultPressTimeout is the default bound of a drag's wait for its press.
 const DefaultPressTimeout = 500 * time.Millisecond
@@ -57,6 +63,9 @@ func NewActions(ctx context.Context, mgr *desktop.Manager, screens *Screens, log
 	}
 	if cfg.PressTimeout <= 0 {
 		cfg.PressTimeout = DefaultPressTimeout
+	}
+	if cfg.DragStep <= 0 {
+		cfg.DragStep = DefaultDragStep
 	}
 	a := &Actions{mgr: mgr, screens: screens, log: log, cfg: cfg, desks: map[string]*desk{}}
 	go a.watch(ctx)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/input"
@@ -17,12 +18,16 @@ type device struct {
 	a  *Actions
 	id string
 
-	// What the last frames did, for sealPress. Only the runner's queue
-	// holder sends, one frame at a time, so these need no lock.
+	// What the last frames did, for the drag pacing below. Only the
+	// runner's queue holder sends, one frame at a time, so these need no
+	// lock.
 	pos         input.Point
-	moveCounter uint64 // the mirror's counter just before the last move
-	moved       bool   // the last move changed the position
-	justPressed bool   // the last pointer frame pressed a button
+	moveCounter uint64    // the mirror's counter just before the last move
+	moved       bool      // the last move changed the position
+	held        int       // pointer buttons down (wheel notches are not held)
+	justPressed bool      // the last pointer frame pressed a button
+	dragged     bool      // a move went out while a button was held
+	lastPointer time.Time // when the last pointer frame went out
 }
 
 var _ input.Device = (*device)(nil)
@@ -39,22 +44,34 @@ func (d *device) Send(ctx context.Context, events []input.Event) error {
 			return err
 		}
 	}
-	move, press, release := frameKinds(events)
-	if move != nil && d.justPressed {
-		if err := d.sealPress(ctx, mach); err != nil {
-			return err
-		}
+	move, presses, releases := frameKinds(events)
+	switch {
+	case move != nil && d.justPressed:
+		err = d.sealPress(ctx, mach)
+	case move != nil && d.held > 0:
+		err = d.pause(ctx)
+	case releases > 0 && d.dragged:
+		err = d.endDrag(ctx)
+	}
+	if err != nil {
+		return err
 	}
 	if move != nil {
 		d.moveCounter = d.counter()
 		d.moved = *move != d.pos
 		d.pos = *move
+		d.dragged = d.dragged || d.held > 0
 	}
-	switch {
-	case press:
-		d.justPressed = true
-	case move != nil, release:
-		d.justPressed = false
+	d.held = max(0, d.held+presses-releases)
+	if presses > 0 {
+		d.dragged = false
+	}
+	if d.held == 0 {
+		d.dragged = false
+	}
+	if move != nil || presses > 0 || releases > 0 {
+		d.justPressed = presses > 0
+		d.lastPointer = time.Now()
 	}
 	err = d.send(ctx, mach, events)
 	d.a.poke(d.id)
@@ -122,6 +139,45 @@ func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
 	return err
 }
 
+// pause spaces the moves of a drag by DragStep, so the guest sees each
+// point as its own motion, as from a hand.
+func (d *device) pause(ctx context.Context) error {
+	return sleepUntil(ctx, d.lastPointer.Add(d.a.cfg.DragStep))
+}
+
+// endDrag holds a drag's button at its last point until the guest has
+// drawn the pointer there, and DragStep more. A release right behind the
+// last move reaches the X server before the window manager has acted on
+// the move: measured on the minimal image, openbox then moved nothing
+// (moves 1 ms apart and the release 3 ms later, in the guest's time),
+// while the same drag with moves 25 ms apart and the release 12 ms after
+// the last moved the window.
+func (d *device) endDrag(ctx context.Context) error {
+	if scr, ok := d.a.screens.Get(d.id); ok && d.moved {
+		if _, err := screenshot.WaitChanged(ctx, scr.Mirror, d.moveCounter, d.a.cfg.PressTimeout); err != nil {
+			return err
+		}
+	}
+	return sleepUntil(ctx, time.Now().Add(d.a.cfg.DragStep))
+}
+
+// sleepUntil waits until t or ctx's end. It paces input like a hand (a
+// rate), not a wait for the guest to do something.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // counter is the mirror's change counter, 0 without a mirror.
 func (d *device) counter() uint64 {
 	if s, ok := d.a.screens.Get(d.id); ok {
@@ -132,20 +188,21 @@ func (d *device) counter() uint64 {
 }
 
 // frameKinds says what a frame does to the pointer: where it moves it, and
-// whether it presses or releases a button (wheel "buttons" included: they
-// are clicks to QEMU, and never held).
-func frameKinds(events []input.Event) (move *input.Point, press, release bool) {
+// how many buttons it presses and releases (wheel "buttons" left out: they
+// are clicks to QEMU, never held).
+func frameKinds(events []input.Event) (move *input.Point, presses, releases int) {
 	for _, e := range events {
 		switch {
 		case e.Kind == input.MoveEvent:
 			move = &input.Point{X: e.X, Y: e.Y}
-		case e.Kind == input.ButtonEvent && e.Down && !isWheel(e.Button):
-			press = true
-		case e.Kind == input.ButtonEvent && !e.Down:
-			release = true
+		case e.Kind != input.ButtonEvent || isWheel(e.Button):
+		case e.Down:
+			presses++
+		default:
+			releases++
 		}
 	}
-	return move, press, release
+	return move, presses, releases
 }
 
 func isWheel(b string) bool {

@@ -181,9 +181,13 @@ const (
 	clipboardClear = `xclip -selection "$1" -i </dev/null >/dev/null 2>&1`
 )
 
+// clipboardTimeout bounds xclip in the guest (it answers in well under a
+// second even under TCG); the agent then gets agentMargin more.
+const clipboardTimeout = 5 * time.Second
+
 // Clipboard reads an X selection; an empty selection reads as "".
 func (a *Actions) Clipboard(ctx context.Context, id, selection string) (string, error) {
-	res, err := a.shell(ctx, id, clipboardGet, nil, 10*time.Second, selection)
+	res, err := a.shell(ctx, id, clipboardGet, nil, clipboardTimeout, selection)
 	switch {
 	case err != nil:
 		return "", err
@@ -203,7 +207,7 @@ func (a *Actions) SetClipboard(ctx context.Context, id, selection, text string) 
 		// whatever the agent's stdin is.
 		script = clipboardClear
 	}
-	res, err := a.shell(ctx, id, script, []byte(text), 10*time.Second, selection)
+	res, err := a.shell(ctx, id, script, []byte(text), clipboardTimeout, selection)
 	if err != nil {
 		return err
 	}

@@ -116,12 +116,15 @@ func TestTimedOut(t *testing.T) {
 }
 
 func TestFrameKinds(t *testing.T) {
-	move, press, release := frameKinds([]input.Event{{Kind: input.MoveEvent, X: 1, Y: 2}})
-	if move == nil || *move != (input.Point{X: 1, Y: 2}) || press || release {
-		t.Errorf("move frame: %v %v %v", move, press, release)
+	move, presses, releases := frameKinds([]input.Event{{Kind: input.MoveEvent, X: 1, Y: 2}})
+	if move == nil || *move != (input.Point{X: 1, Y: 2}) || presses != 0 || releases != 0 {
+		t.Errorf("move frame: %v %d %d", move, presses, releases)
 	}
-	if _, press, _ := frameKinds([]input.Event{{Kind: input.ButtonEvent, Button: "wheel-up", Down: true}}); press {
-		t.Error("a wheel notch counted as a press that a drag could follow")
+	if _, presses, releases := frameKinds([]input.Event{{Kind: input.ButtonEvent, Button: "wheel-up", Down: true}, {Kind: input.ButtonEvent, Button: "wheel-up"}}); presses+releases != 0 {
+		t.Error("a wheel notch counted as a press or release that a drag could follow")
+	}
+	if _, presses, releases := frameKinds([]input.Event{{Kind: input.ButtonEvent, Button: "left", Down: true}, {Kind: input.KeyEvent, Key: "a", Down: true}}); presses != 1 || releases != 0 {
+		t.Errorf("button press: %d presses, %d releases", presses, releases)
 	}
 	if !releasesOnly([]input.Event{{Kind: input.KeyEvent, Key: "shift"}, {Kind: input.ButtonEvent, Button: "left"}}) {
 		t.Error("releases not recognised")
