@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -90,7 +91,7 @@ func (s *Server) actionRoutes(g *gin.RouterGroup) {
 // without them.
 func (s *Server) actions(c *gin.Context) (Actions, bool) {
 	if s.cfg.Actions == nil {
-		abort(c, 503, "unavailable", "this hostd has no action API wired", "")
+		abort(c, http.StatusServiceUnavailable, "unavailable", "this hostd has no action API wired", "")
 		return nil, false
 	}
 	return s.cfg.Actions, true
@@ -99,7 +100,7 @@ func (s *Server) actions(c *gin.Context) (Actions, bool) {
 // mayDrive refuses tokens that may only watch.
 func mayDrive(c *gin.Context) bool {
 	if !mayControl(c) {
-		abort(c, 403, "forbidden", "this token may only watch: ask for a control token", "")
+		abort(c, http.StatusForbidden, "forbidden", "this token may only watch: ask for a control token", "")
 		return false
 	}
 	return true
