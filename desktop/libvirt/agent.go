@@ -39,11 +39,19 @@ type agent struct {
 	mu      sync.Mutex
 	state   agentState
 	changed chan struct{} // closed and replaced on every state change
+
+	// drained is closed once no stale output of the guest's agent can
+	// reach libvirt (see drain.go); calls wait for it.
+	drained chan struct{}
 }
 
 var _ desktop.GuestAgent = (*agent)(nil)
 
-func newAgent(m *Machine) *agent { return &agent{m: m, changed: make(chan struct{})} }
+func newAgent(m *Machine) *agent {
+	a := &agent{m: m, changed: make(chan struct{}), drained: make(chan struct{})}
+	close(a.drained) // until a restore has something to drain
+	return a
+}
 
 func (a *agent) set(s agentState) {
 	a.mu.Lock()
@@ -64,6 +72,16 @@ func (a *agent) Call(ctx context.Context, command string, args, result any) erro
 	cmd, err := encodeQMP(command, args)
 	if err != nil {
 		return fmt.Errorf("guest agent %w", err)
+	}
+	a.mu.Lock()
+	drained := a.drained
+	a.mu.Unlock()
+	select {
+	case <-drained:
+	case <-a.m.exited:
+		return fmt.Errorf("%w: guest agent %s: the machine %s", desktop.ErrUnavailable, command, a.m.ExitReason())
+	case <-ctx.Done():
+		return fmt.Errorf("%w: guest agent %s: %w", desktop.ErrUnavailable, command, ctx.Err())
 	}
 	for {
 		state, changed := a.current()
@@ -142,14 +160,18 @@ func (a *agent) probe(ctx context.Context) agentState {
 	if err != nil {
 		return agentUnknown
 	}
-	return parseAgentChannelState(raw)
+	st, _ := parseAgentChannel(raw)
+	return st
 }
 
-// parseAgentChannelState finds the guest agent channel in a live domain
-// XML and reads its state attribute.
-func parseAgentChannelState(domainXML string) agentState {
+// parseAgentChannel finds the guest agent channel in a live domain XML and
+// reads its state and the path of the socket libvirt had QEMU bind.
+func parseAgentChannel(domainXML string) (agentState, string) {
 	var d struct {
 		Channels []struct {
+			Source struct {
+				Path string `xml:"path,attr"`
+			} `xml:"source"`
 			Target struct {
 				Name  string `xml:"name,attr"`
 				State string `xml:"state,attr"`
@@ -157,7 +179,7 @@ func parseAgentChannelState(domainXML string) agentState {
 		} `xml:"devices>channel"`
 	}
 	if err := xml.Unmarshal([]byte(domainXML), &d); err != nil {
-		return agentUnknown
+		return agentUnknown, ""
 	}
 	for _, c := range d.Channels {
 		if c.Target.Name != "org.qemu.guest_agent.0" {
@@ -165,10 +187,11 @@ func parseAgentChannelState(domainXML string) agentState {
 		}
 		switch c.Target.State {
 		case "connected":
-			return agentConnected
+			return agentConnected, c.Source.Path
 		case "disconnected":
-			return agentDisconnected
+			return agentDisconnected, c.Source.Path
 		}
+		return agentUnknown, c.Source.Path
 	}
-	return agentUnknown
+	return agentUnknown, ""
 }

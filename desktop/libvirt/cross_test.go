@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/hostd/settle"
 	"github.com/warmdesk/warmdesk/images"
@@ -236,4 +239,77 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestAgentDrainIsQuick checks that the drain of a clone's agent socket
+// (drain.go), which holds agent calls back, ends with the guest's answer
+// and quickly, and that libvirt has the agent afterwards.
+func TestAgentDrainIsQuick(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	newDriver(t, t.TempDir(), t.TempDir()).Close() // skips without libvirtd
+	drained := &records{msg: "guest agent drained", next: testenv.Logger(t).Handler()}
+	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: slog.New(drained)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := lv.Restore(ctx, desktop.RestoreSpec{ID: desktop.NewID("drain-"), Snapshot: baked.Snapshot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(context.WithoutCancel(ctx))
+	start := time.Now()
+	if err := m.Agent().Call(ctx, "guest-ping", nil, nil); err != nil {
+		t.Fatalf("guest-ping through libvirt after the drain: %v", err)
+	}
+	t.Logf("first agent call %s after the restore", time.Since(start).Round(time.Millisecond))
+	took := time.Duration(drained.int("took"))
+	if took <= 0 {
+		t.Fatal("the agent socket was not drained (no record of it)")
+	}
+	if took > 2*time.Second {
+		t.Errorf("the drain took %s", took)
+	}
+}
+
+// records passes log records on and keeps the attributes of the last one
+// with a given message, whatever its level.
+type records struct {
+	msg  string
+	next slog.Handler
+	mu   sync.Mutex
+	last map[string]slog.Value
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(ctx context.Context, rec slog.Record) error {
+	if rec.Message == r.msg {
+		r.mu.Lock()
+		r.last = map[string]slog.Value{}
+		rec.Attrs(func(a slog.Attr) bool { r.last[a.Key] = a.Value; return true })
+		r.mu.Unlock()
+	}
+	if r.next.Enabled(ctx, rec.Level) {
+		return r.next.Handle(ctx, rec)
+	}
+	return nil
+}
+
+func (r *records) int(key string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.last[key]
+	switch {
+	case !ok:
+		return -1
+	case v.Kind() == slog.KindDuration:
+		return int64(v.Duration())
+	case v.Kind() == slog.KindInt64:
+		return v.Int64()
+	}
+	return -1
 }

@@ -53,12 +53,13 @@ func FuzzParseMigrationEvent(f *testing.F) {
 	})
 }
 
-func FuzzParseAgentChannelState(f *testing.F) {
+func FuzzParseAgentChannel(f *testing.F) {
 	f.Add(`<domain><devices><channel><target name="org.qemu.guest_agent.0" state="connected"/></channel></devices></domain>`)
 	f.Add(`<domain><devices><channel><target name="org.qemu.guest_agent.0" state="bogus"/></channel></devices></domain>`)
 	f.Add(`<domain>`)
 	f.Fuzz(func(t *testing.T, s string) {
-		switch parseAgentChannelState(s) {
+		st, _ := parseAgentChannel(s)
+		switch st {
 		case agentUnknown, agentConnected, agentDisconnected:
 		default:
 			t.Errorf("state out of range for %q", s)

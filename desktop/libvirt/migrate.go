@@ -136,6 +136,11 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 	if err := m.load(ctx, statePath, ignoreShared); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	// Before the guest runs, so that stale agent output reaches hostd and
+	// not libvirt (drain.go).
+	if c := m.claimAgent(ctx); c != nil {
+		m.drainAgentAsync(c)
+	}
 	// The state was saved from a stopped machine, so QEMU is paused now,
 	// not inmigrate, and the resume takes.
 	if err := m.resume(ctx); err != nil {

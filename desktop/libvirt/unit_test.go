@@ -96,20 +96,20 @@ func TestParseMigrationEvent(t *testing.T) {
 	}
 }
 
-func TestParseAgentChannelState(t *testing.T) {
+func TestParseAgentChannel(t *testing.T) {
 	live := `<domain><devices>
   <channel type='unix'><source mode='bind' path='/x/org.qemu.guest_agent.0'/>
     <target type='virtio' name='org.qemu.guest_agent.0' state='connected'/></channel>
   <channel type='unix'><target type='virtio' name='other' state='disconnected'/></channel>
 </devices></domain>`
-	if s := parseAgentChannelState(live); s != agentConnected {
-		t.Errorf("connected channel read as %d", s)
+	if s, p := parseAgentChannel(live); s != agentConnected || p != "/x/org.qemu.guest_agent.0" {
+		t.Errorf("connected channel read as %d at %q", s, p)
 	}
-	if s := parseAgentChannelState(strings.Replace(live, "'connected'", "'disconnected'", 1)); s != agentDisconnected {
+	if s, _ := parseAgentChannel(strings.Replace(live, "'connected'", "'disconnected'", 1)); s != agentDisconnected {
 		t.Errorf("disconnected channel read as %d", s)
 	}
-	if s := parseAgentChannelState(`<domain><devices/></domain>`); s != agentUnknown {
-		t.Errorf("no channel read as %d", s)
+	if s, p := parseAgentChannel(`<domain><devices/></domain>`); s != agentUnknown || p != "" {
+		t.Errorf("no channel read as %d at %q", s, p)
 	}
 }
 
