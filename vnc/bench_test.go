@@ -101,7 +101,7 @@ func BenchmarkSetOpaque(b *testing.B) {
 	p := make([]byte, benchW*benchH*4)
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
-		setOpaque(p)
+		toRGBA(p)
 	}
 }
 

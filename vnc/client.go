@@ -76,7 +76,7 @@ func NewClient(ctx context.Context, conn net.Conn, opts ClientOptions) (*Client,
 	if encs == nil {
 		encs = MirrorEncodings
 	}
-	msg := appendSetPixelFormat(nil, pixelFormatRGBX)
+	msg := appendSetPixelFormat(nil, pixelFormatBGRX)
 	msg = appendSetEncodings(msg, encs)
 	if err := c.write(ctx, msg); err != nil {
 		return nil, fmt.Errorf("set pixel format and encodings: %w", err)

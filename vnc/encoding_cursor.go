@@ -29,8 +29,7 @@ func (d *decoder) readCursor(h rectHeader) error {
 			}
 			i := (y*h.w + x) * bytesPerPixel
 			o := img.PixOffset(x, y)
-			copy(img.Pix[o:o+3], pix[i:i+3])
-			img.Pix[o+3] = 0xff
+			img.Pix[o], img.Pix[o+1], img.Pix[o+2], img.Pix[o+3] = pix[i+2], pix[i+1], pix[i], 0xff
 		}
 	}
 	d.cursor = img

@@ -7,8 +7,8 @@ import (
 )
 
 // RFC 6143 section 7.7.1, Raw: width*height pixels, left to right, top to
-// bottom. In pixelFormatRGBX they are already image.RGBA's byte order, so
-// they are read straight into the framebuffer.
+// bottom. They are read straight into the framebuffer and turned from
+// pixelFormatBGRX into image.RGBA's byte order in place.
 
 func (d *decoder) readRaw(h rectHeader) error {
 	r := h.rect()
@@ -27,7 +27,7 @@ func (d *decoder) readRaw(h rectHeader) error {
 		if _, err := io.ReadFull(d.r, p); err != nil {
 			return fmt.Errorf("read raw pixels: %w", err)
 		}
-		setOpaque(p)
+		toRGBA(p)
 		return nil
 	}
 	for y := r.Min.Y; y < r.Max.Y; y++ {
@@ -36,26 +36,33 @@ func (d *decoder) readRaw(h rectHeader) error {
 		if _, err := io.ReadFull(d.r, p); err != nil {
 			return fmt.Errorf("read raw pixels: %w", err)
 		}
-		setOpaque(p)
+		toRGBA(p)
 	}
 	return nil
 }
 
-// setOpaque sets the alpha byte of every RGBX pixel in p to 255, eight
-// pixels per iteration; the unrolled form runs about twice as fast as one
-// word at a time, and Raw decoding is mostly this loop.
-func setOpaque(p []byte) {
-	const alphas = 0xff000000_ff000000
+// toRGBA turns BGRX pixels into RGBA in place: red and blue swap places,
+// and the alpha byte becomes 255. Two pixels per 64-bit word, four words
+// per iteration; Raw decoding is mostly this loop.
+func toRGBA(p []byte) {
 	le := binary.LittleEndian
+	swap := func(v uint64) uint64 {
+		const (
+			green  = 0x0000ff00_0000ff00
+			low    = 0x000000ff_000000ff
+			alphas = 0xff000000_ff000000
+		)
+		return v&green | (v>>16)&low | (v&low)<<16 | alphas
+	}
 	for len(p) >= 32 {
 		q := p[:32:32]
-		le.PutUint64(q[0:], le.Uint64(q[0:])|alphas)
-		le.PutUint64(q[8:], le.Uint64(q[8:])|alphas)
-		le.PutUint64(q[16:], le.Uint64(q[16:])|alphas)
-		le.PutUint64(q[24:], le.Uint64(q[24:])|alphas)
+		le.PutUint64(q[0:], swap(le.Uint64(q[0:])))
+		le.PutUint64(q[8:], swap(le.Uint64(q[8:])))
+		le.PutUint64(q[16:], swap(le.Uint64(q[16:])))
+		le.PutUint64(q[24:], swap(le.Uint64(q[24:])))
 		p = p[32:]
 	}
-	for i := 3; i < len(p); i += 4 {
-		p[i] = 0xff
+	for ; len(p) >= 4; p = p[4:] {
+		p[0], p[2], p[3] = p[2], p[0], 0xff
 	}
 }

@@ -123,7 +123,7 @@ func FuzzAcceptViewer(f *testing.F) {
 // the stream is cut, and that what it forwards is whole messages that pass
 // the same filter unchanged.
 func FuzzClientFilter(f *testing.F) {
-	f.Add(cat(wireSetPixelFormatRGBX, wireKeyDownA, wireSetEncodingsWithEMB, wirePointerLeft, wireFBURIncremental,
+	f.Add(cat(wireSetPixelFormatBGRX, wireKeyDownA, wireSetEncodingsWithEMB, wirePointerLeft, wireFBURIncremental,
 		wireCutTextHi, wireQEMUKeyDownA, wireQEMUAudioFormat, wireFence, wireXVPReset, wireSetDesktopSize1,
 		wireEnableCU, wireCutTextExtended), byte(3), true)
 	f.Add(cat(wireKeyDownA, wireQEMUAudioEnable, []byte{9}), byte(1), false)

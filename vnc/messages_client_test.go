@@ -9,7 +9,7 @@ import (
 
 // Literal client messages, shared with the fuzz seeds.
 var (
-	wireSetPixelFormatRGBX  = []byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 0, 8, 16, 0, 0, 0}
+	wireSetPixelFormatBGRX  = []byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0}
 	wireSetEncodingsRawCopy = []byte{2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1}
 	wireFBURIncremental     = []byte{3, 1, 0, 0, 0, 0, 0x02, 0xd0, 0x01, 0x90}
 	wireFBURFull            = []byte{3, 0, 0, 0, 0, 0, 0x02, 0xd0, 0x01, 0x90}
@@ -35,7 +35,7 @@ func TestClientMessageEncoders(t *testing.T) {
 		got  []byte
 		want []byte
 	}{
-		{"SetPixelFormat RGBX", appendSetPixelFormat(nil, pixelFormatRGBX), wireSetPixelFormatRGBX},
+		{"SetPixelFormat BGRX", appendSetPixelFormat(nil, pixelFormatBGRX), wireSetPixelFormatBGRX},
 		{"SetEncodings", appendSetEncodings(nil, []Encoding{EncodingRaw, EncodingCopyRect}), wireSetEncodingsRawCopy},
 		{"FramebufferUpdateRequest incremental", appendFramebufferUpdateRequest(nil, true, image.Rect(0, 0, 720, 400)), wireFBURIncremental},
 		{"FramebufferUpdateRequest full", appendFramebufferUpdateRequest(nil, false, image.Rect(0, 0, 720, 400)), wireFBURFull},
@@ -55,7 +55,7 @@ func TestClientMessageEncoders(t *testing.T) {
 
 func TestClientMessageSize(t *testing.T) {
 	whole := [][]byte{
-		wireSetPixelFormatRGBX, wireSetEncodingsRawCopy, wireFBURIncremental, wireKeyDownA,
+		wireSetPixelFormatBGRX, wireSetEncodingsRawCopy, wireFBURIncremental, wireKeyDownA,
 		wirePointerLeft, wireCutTextHi, wireQEMUKeyUpZero, wireEnableCU, wireFence,
 		wireXVPReset, wireSetDesktopSize1, wireQEMUAudioEnable, wireQEMUAudioFormat,
 		wireCutTextExtended, wireSetEncodingsWithEMB, {2, 0, 0, 0}, {6, 0, 0, 0, 0, 0, 0, 0},
@@ -107,10 +107,10 @@ func feedAll(t *testing.T, f *clientFilter, stream []byte, chunk int) []byte {
 }
 
 func TestClientFilterViewOnly(t *testing.T) {
-	stream := cat(wireSetPixelFormatRGBX, wireKeyDownA, wireSetEncodingsRawCopy, wirePointerLeft,
+	stream := cat(wireSetPixelFormatBGRX, wireKeyDownA, wireSetEncodingsRawCopy, wirePointerLeft,
 		wireFBURIncremental, wireCutTextHi, wireQEMUKeyDownA, wireQEMUAudioEnable, wireFence,
 		wireXVPReset, wireSetDesktopSize1, wireEnableCU, wireCutTextExtended)
-	want := cat(wireSetPixelFormatRGBX, wireSetEncodingsRawCopy, wireFBURIncremental,
+	want := cat(wireSetPixelFormatBGRX, wireSetEncodingsRawCopy, wireFBURIncremental,
 		wireQEMUAudioEnable, wireFence, wireEnableCU)
 	for _, chunk := range []int{1, 3, 7, 64, len(stream)} {
 		f := &clientFilter{viewOnly: true, maxCutText: 1 << 20}

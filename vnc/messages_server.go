@@ -68,7 +68,7 @@ func (*Bell) serverMessageType() uint8                { return msgBell }
 func (*ServerCutText) serverMessageType() uint8       { return msgServerCutText }
 
 // decoder reads server messages from r and applies them to fb. Only one
-// goroutine uses it. Pixels are always in pixelFormatRGBX, which the client
+// goroutine uses it. Pixels arrive in pixelFormatBGRX, which the client
 // sets before asking for any.
 type decoder struct {
 	r   *bufio.Reader

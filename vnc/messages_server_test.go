@@ -30,7 +30,7 @@ func rgba(img *image.RGBA, x, y int) color.RGBA { return img.RGBAAt(x, y) }
 // Literal server messages, shared with the fuzz seeds.
 var (
 	// A 2x1 Raw rectangle at 1,1: red, then blue; X bytes left 0 as QEMU does.
-	wireFBURaw2x1 = []byte{0, 0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 1, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0xff, 0}
+	wireFBURaw2x1 = []byte{0, 0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0xff, 0, 0xff, 0, 0, 0} // red, blue in BGRX
 	// CopyRect of 2x2 from 0,0 to 1,1.
 	wireFBUCopyRect = []byte{0, 0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0}
 	wireFBUResize   = []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 8, 0, 4, 0xff, 0xff, 0xff, 0x21}
@@ -38,7 +38,7 @@ var (
 	wireFBUExtResize = cat([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 8, 0, 4, 0xff, 0xff, 0xfe, 0xcc, 1, 0, 0, 0}, make([]byte, 16))
 	// A 3x2 cursor, hotspot 1,1; mask rows 101 and 010.
 	wireFBUCursor = cat([]byte{0, 0, 0, 1, 0, 1, 0, 1, 0, 3, 0, 2, 0xff, 0xff, 0xff, 0x11},
-		[]byte{1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0, 10, 11, 12, 0, 13, 14, 15, 0, 16, 17, 18, 0},
+		[]byte{3, 2, 1, 0, 6, 5, 4, 0, 9, 8, 7, 0, 12, 11, 10, 0, 15, 14, 13, 0, 18, 17, 16, 0}, // BGRX
 		[]byte{0xa0, 0x40})
 	wireFBUPseudoNotices = cat([]byte{0, 0, 0, 4},
 		wireRect(0, 0, 64, 48, EncodingQEMUExtendedKeyEvent),
@@ -96,7 +96,7 @@ func TestDecodeCopyRectOverlapping(t *testing.T) {
 	// Paint a 3x3 gradient, then copy down-right and up-left over itself.
 	var pix []byte
 	for i := range 9 {
-		pix = append(pix, byte(i), 0, 0, 0)
+		pix = append(pix, 0, 0, byte(i), 0) // red = i, in BGRX
 	}
 	stream := cat(wireFBU(wireRect(0, 0, 3, 3, EncodingRaw, pix...)), wireFBUCopyRect,
 		wireFBU(wireRect(0, 0, 2, 2, EncodingCopyRect, 0, 1, 0, 1)))
@@ -238,16 +238,22 @@ func TestDecodeHostileStreams(t *testing.T) {
 	}
 }
 
-func TestSetOpaque(t *testing.T) {
-	for n := range 7 {
+func TestToRGBA(t *testing.T) {
+	for n := range 9 {
 		p := make([]byte, 4*n)
 		for i := range p {
 			p[i] = byte(i)
 		}
-		setOpaque(p)
+		toRGBA(p)
 		for i := range p {
+			// B, G, R, X becomes R, G, B, 255.
 			want := byte(i)
-			if i%4 == 3 {
+			switch i % 4 {
+			case 0:
+				want = byte(i + 2)
+			case 2:
+				want = byte(i - 2)
+			case 3:
 				want = 0xff
 			}
 			if p[i] != want {

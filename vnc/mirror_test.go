@@ -33,7 +33,7 @@ func expectOpening(t *testing.T, c *testServerConn, w, h int) {
 	if c.shared != 1 {
 		t.Fatalf("ClientInit shared flag %d, want 1", c.shared)
 	}
-	if m := c.next(t); !bytes.Equal(m, wireSetPixelFormatRGBX) {
+	if m := c.next(t); !bytes.Equal(m, wireSetPixelFormatBGRX) {
 		t.Fatalf("first message %x, want SetPixelFormat RGBX", m)
 	}
 	if m := c.next(t); !bytes.Equal(m, appendSetEncodings(nil, MirrorEncodings)) {

@@ -87,11 +87,11 @@ func TestProxyWebSocketRelaysBothWays(t *testing.T) {
 		if up.shared != 1 {
 			t.Fatal("proxy connected to the desktop unshared")
 		}
-		stream := cat(wireSetPixelFormatRGBX, wireKeyDownA, wirePointerLeft, wireFBURFull, wireQEMUKeyDownA, wireCutTextHi)
+		stream := cat(wireSetPixelFormatBGRX, wireKeyDownA, wirePointerLeft, wireFBURFull, wireQEMUKeyDownA, wireCutTextHi)
 		if _, err := v.Write(stream); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range [][]byte{wireSetPixelFormatRGBX, wireKeyDownA, wirePointerLeft, wireFBURFull, wireQEMUKeyDownA, wireCutTextHi} {
+		for _, want := range [][]byte{wireSetPixelFormatBGRX, wireKeyDownA, wirePointerLeft, wireFBURFull, wireQEMUKeyDownA, wireCutTextHi} {
 			if got := up.next(t); !bytes.Equal(got, want) {
 				t.Fatalf("desktop got %x, want %x", got, want)
 			}

@@ -31,7 +31,7 @@ func dialRFBViewer(t *testing.T, url string) *rfbViewer {
 	t.Helper()
 	v, si := dialWSViewer(t, url, "binary")
 	rv := &rfbViewer{v: v, d: newDecoder(bufio.NewReaderSize(v, 64<<10), Limits{}.withDefaults(), si.Width, si.Height)}
-	if _, err := v.Write(cat(appendSetPixelFormat(nil, pixelFormatRGBX),
+	if _, err := v.Write(cat(appendSetPixelFormat(nil, pixelFormatBGRX),
 		appendSetEncodings(nil, []Encoding{EncodingRaw, EncodingDesktopSize}))); err != nil {
 		t.Fatal(err)
 	}

@@ -303,12 +303,12 @@ func wireRect(x, y, w, h int, enc Encoding, payload ...byte) []byte {
 	return append(b, payload...)
 }
 
-// wireRawRect is a Raw rectangle of one colour, in the RGBX format the
+// wireRawRect is a Raw rectangle of one colour, in the BGRX format the
 // client sets (X left 0 as QEMU leaves it).
 func wireRawRect(x, y, w, h int, r, g, b byte) []byte {
 	pix := make([]byte, 0, w*h*4)
 	for range w * h {
-		pix = append(pix, r, g, b, 0)
+		pix = append(pix, b, g, r, 0)
 	}
 	return wireRect(x, y, w, h, EncodingRaw, pix...)
 }
