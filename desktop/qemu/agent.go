@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 )
@@ -209,9 +210,26 @@ func (a *agentConn) drop() {
 	}
 }
 
-// disconnect drops the connection (interrupting a call in flight); the
-// next call reconnects.
-func (a *agentConn) disconnect() { a.drop() }
+// disconnect drops the connection; the next call reconnects. It first
+// waits, up to quiesce, for a call in flight to get its answer, so that no
+// answer is left in the guest's channel: a snapshot taken then would hand
+// every clone a stale reply, which libvirt's agent client cannot skip.
+func (a *agentConn) disconnect(quiesce time.Duration) {
+	idle := make(chan struct{})
+	go func() {
+		a.mu.Lock()
+		close(idle)
+		a.drop()
+		a.mu.Unlock()
+	}()
+	t := time.NewTimer(quiesce)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		a.drop() // a long call (an exec): cut it off
+	}
+}
 
 // close ends the channel for good: the machine is going.
 func (a *agentConn) close() {

@@ -132,7 +132,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	wasRunning := status == "running"
 	// The guest's agent should see its host go before the snapshot, so
 	// clones do not start mid-conversation with a host they never had.
-	m.agent.disconnect()
+	m.agent.disconnect(2 * time.Second)
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
