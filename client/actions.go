@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -256,6 +257,9 @@ func (ct *Control) Recv() (api.ControlReply, error) {
 	err := ct.ws.ReadJSON(&m)
 	return m, err
 }
+
+// SetReadDeadline makes Recv fail once t has passed (zero: never).
+func (ct *Control) SetReadDeadline(t time.Time) error { return ct.ws.SetReadDeadline(t) }
 
 // Close closes the socket.
 func (ct *Control) Close() error { return ct.ws.Close() }

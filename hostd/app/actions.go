@@ -40,7 +40,14 @@ type ActionsConfig struct {
 	// DragStep spaces the moves of a drag and holds its end (see
 	// device.pause and device.endDrag); 0 takes DefaultDragStep.
 	DragStep time.Duration
+	// DragHold bounds how long a drag's end waits for the guest to act on
+	// it (device.endDrag); 0 takes DefaultDragHold.
+	DragHold time.Duration
 }
+
+// DefaultDragHold is the default bound of a drag's wait at its end: a
+// drag with no visible effect costs this much.
+const DefaultDragHold = 1500 * time.Millisecond
 
 // DefaultDragStep is the default spacing of a drag's moves.
 const DefaultDragStep = 30 * time.Millisecond
@@ -66,6 +73,9 @@ func NewActions(ctx context.Context, mgr *desktop.Manager, screens *Screens, log
 	}
 	if cfg.DragStep <= 0 {
 		cfg.DragStep = DefaultDragStep
+	}
+	if cfg.DragHold <= 0 {
+		cfg.DragHold = DefaultDragHold
 	}
 	a := &Actions{mgr: mgr, screens: screens, log: log, cfg: cfg, desks: map[string]*desk{}}
 	go a.watch(ctx)
