@@ -199,6 +199,7 @@ func (d *Draft) Abort() {
 		d.lock = nil
 	}
 	if strings.HasPrefix(filepath.Base(d.Dir), draftPrefix) {
+		removeMemoryTarget(d.Dir)
 		os.RemoveAll(d.Dir)
 	}
 }
@@ -217,11 +218,28 @@ func (c *Catalog) Remove(name string) error {
 	c.mu.Lock()
 	delete(c.verified, name)
 	c.mu.Unlock()
+	removeMemoryTarget(trash)
 	if err := os.RemoveAll(trash); err != nil {
 		return fmt.Errorf("remove snapshot %s: %w", name, err)
 	}
 	return nil
 }
+
+// removeMemoryTarget removes the file a snapshot's memory symlink points
+// to: fork templates keep their RAM on tmpfs and link it from their
+// directory.
+func removeMemoryTarget(dir string) {
+	link := filepath.Join(dir, FileMemory)
+	if info, err := os.Lstat(link); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		if target, err := os.Readlink(link); err == nil {
+			os.Remove(target)
+		}
+	}
+}
+
+// DraftInUse reports whether a draft directory belongs to a live process
+// (its lock is held).
+func DraftInUse(dir string) bool { return lockedByOther(filepath.Join(dir, ".lock")) }
 
 // CleanDrafts removes drafts and trash left by interrupted runs. A draft a
 // live process holds (its lock is taken) is left alone.
@@ -235,11 +253,13 @@ func (c *Catalog) CleanDrafts() error {
 		path := filepath.Join(c.dir, name)
 		switch {
 		case strings.HasPrefix(name, trashPrefix):
+			removeMemoryTarget(path)
 			os.RemoveAll(path)
 		case strings.HasPrefix(name, draftPrefix):
 			if lockedByOther(filepath.Join(path, ".lock")) {
 				continue
 			}
+			removeMemoryTarget(path)
 			os.RemoveAll(path)
 		}
 	}

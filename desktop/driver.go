@@ -92,7 +92,7 @@ type Machine interface {
 	// machine from Driver.Boot ends afterwards (resuming a template would
 	// corrupt every clone); any other keeps running on a new disk overlay
 	// layered on the snapshot's disk.
-	Snapshot(ctx context.Context, dir string) (MachineShape, error)
+	Snapshot(ctx context.Context, dir string, opts SnapshotOptions) (MachineShape, error)
 	// AdoptSnapshot tells the machine that the snapshot it just wrote is
 	// committed: its disk now refers to the snapshot's frozen layer by the
 	// snapshot's path, never by a file of its own that a later snapshot
@@ -115,6 +115,14 @@ type Machine interface {
 	DialVNC(ctx context.Context) (net.Conn, error)
 	// Pid is the hypervisor process id, for memory accounting.
 	Pid() int
+}
+
+// SnapshotOptions say how a snapshot will be kept.
+type SnapshotOptions struct {
+	// Ephemeral snapshots (fork templates) live only as long as their
+	// desktops, which a host reboot ends anyway: their memory may stay in
+	// RAM (tmpfs) instead of being written to disk.
+	Ephemeral bool
 }
 
 // GuestAgent sends qemu-guest-agent commands (QGA's JSON protocol).

@@ -38,7 +38,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	defer draft.Abort()
 	sctx, cancel := context.WithTimeout(m.base, 5*time.Minute)
 	defer cancel()
-	shape, err := mach.Snapshot(sctx, draft.Dir)
+	shape, err := mach.Snapshot(sctx, draft.Dir, SnapshotOptions{Ephemeral: ephemeral})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
 	}

@@ -132,7 +132,7 @@ func Bake(ctx context.Context, o BakeOptions) (desktop.Snapshot, error) {
 		return desktop.Snapshot{}, fmt.Errorf("bake %s: %w", o.Name, err)
 	}
 	step("saving the snapshot")
-	shape, err := m.Snapshot(ctx, draft.Dir)
+	shape, err := m.Snapshot(ctx, draft.Dir, desktop.SnapshotOptions{})
 	saved = err == nil
 	if err != nil {
 		return desktop.Snapshot{}, fmt.Errorf("bake %s: %w", o.Name, err)

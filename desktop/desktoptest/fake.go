@@ -230,7 +230,7 @@ func (m *FakeMachine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Snapshot writes small stand-in files.
-func (m *FakeMachine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+func (m *FakeMachine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	if err := m.alive(); err != nil {
 		return desktop.MachineShape{}, err
 	}
@@ -405,7 +405,7 @@ func BakeFake(ctx context.Context, f *Fake, c *desktop.Catalog, name string) (de
 	if err != nil {
 		return desktop.Snapshot{}, err
 	}
-	shape, err := m.Snapshot(ctx, draft.Dir)
+	shape, err := m.Snapshot(ctx, draft.Dir, desktop.SnapshotOptions{})
 	if err != nil {
 		return desktop.Snapshot{}, err
 	}

@@ -21,7 +21,7 @@ import (
 // Snapshot writes a golden snapshot of this machine into dir. A template
 // (from Boot) is saved as it is and ends (recipe step 2); a running desktop
 // is copied into a new template domain and keeps running (recipe step 9).
-func (m *Machine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+func (m *Machine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	if m.record().Template {
 		return m.saveTemplate(ctx, dir)
 	}

@@ -37,6 +37,16 @@ type Options struct {
 	// ProbeKernel, when set, is a guest kernel that auto-detection boots
 	// under KVM for a few seconds to prove KVM really runs a guest.
 	ProbeKernel string
+	// MemoryDir is where a template's RAM lives while QEMU writes it: a
+	// tmpfs (default a directory of the catalog's own under
+	// /dev/shm/warmdesk), because a shared mapping of a
+	// file on a disk filesystem costs a block allocation per page (a fork
+	// took 4 s instead of 1.5 s here). Golden snapshots' memory is then
+	// moved to disk; fork templates' stays.
+	MemoryDir string
+	// SnapshotsDir is the snapshot catalog, for sweeping template memory
+	// files that no snapshot or live draft refers to any more.
+	SnapshotsDir string
 	// NoSandbox turns QEMU's seccomp sandbox off (for debugging only).
 	NoSandbox bool
 	Logger    *slog.Logger
@@ -75,7 +85,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if opts.RunDir == "" || opts.DataDir == "" {
 		return nil, errors.New("qemu driver: RunDir and DataDir are required")
 	}
-	for _, dir := range []string{opts.RunDir, opts.DataDir} {
+	if opts.MemoryDir == "" {
+		opts.MemoryDir = defaultMemoryDir(opts.SnapshotsDir)
+	}
+	for _, dir := range []string{opts.RunDir, opts.DataDir, opts.MemoryDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("qemu driver: %w", err)
 		}
@@ -87,6 +100,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	d.log.Info("qemu driver ready", "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
 	d.pool = newPool(d)
 	d.cleanPoolLeftovers(ctx)
+	d.sweepMemory()
 	return d, nil
 }
 
@@ -345,13 +359,19 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 	shape.CPUs, shape.MemoryMiB = spec.CPUs, spec.MemoryMiB
 	shape.Width, shape.Height = spec.Image.Width, spec.Image.Height
 	shape.Devices = DeviceArgs(spec.Image.Width, spec.Image.Height)
-	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: shape, Disk: disk, DiskNode: diskNodeID, Template: true}
+	mem := d.templateMemory(spec.Dir)
+	if err := checkFree(d.opts.MemoryDir, int64(spec.MemoryMiB)<<20+64<<20); err != nil {
+		removeMachineDirs(record{RunDir: runDir, DataDir: dataDir})
+		return nil, err
+	}
+	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: shape, Disk: disk, DiskNode: diskNodeID, Template: true, Memory: mem}
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{Path: filepath.Join(spec.Dir, desktop.FileMemory), Share: true}
+		c.Memory = Memory{Path: mem, Share: true}
 		c.Boot = &Boot{Kernel: spec.Image.Kernel, Initrd: spec.Image.Initrd, Cmdline: spec.Image.Cmdline}
 	})
 	if err != nil {
 		removeMachineDirs(rec)
+		os.Remove(mem)
 		return nil, err
 	}
 	if spec.ConsoleLine != nil {

@@ -37,6 +37,8 @@ type record struct {
 	Network bool   `json:"network"`
 	// Template machines (from Boot) must never resume after their snapshot.
 	Template bool `json:"template,omitempty"`
+	// Memory is a template's RAM file (on tmpfs) until its snapshot is saved.
+	Memory string `json:"memory,omitempty"`
 	// Hibernated machines have no process; their full state is in
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`

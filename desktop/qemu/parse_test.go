@@ -3,7 +3,10 @@ package qemu
 import (
 	"bytes"
 	"image/color"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -133,5 +136,32 @@ func TestOverlayNames(t *testing.T) {
 	}
 	if got := nextNodeName("disk9"); got != "disk10" {
 		t.Errorf("next node of disk9: %s", got)
+	}
+}
+
+func TestSparsifyPunchesZeroPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mem")
+	data := make([]byte, 64*4096)
+	for _, p := range []int{0, 5, 6, 63} { // non-zero pages; the rest are zeros
+		data[p*4096+100] = byte(p + 1)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	freed, err := sparsify(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freed != 60*4096 {
+		t.Errorf("freed %d bytes, want %d", freed, 60*4096)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, data) {
+		t.Fatal("sparsify changed the file's content")
+	}
+	var st syscall.Stat_t
+	syscall.Stat(path, &st)
+	if st.Blocks*512 > 16*4096 {
+		t.Errorf("file still uses %d bytes", st.Blocks*512)
 	}
 }

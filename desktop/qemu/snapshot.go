@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,18 +22,19 @@ const saveTimeout = 2 * time.Minute
 // Snapshot writes a golden snapshot of this machine into dir. A template
 // (from Boot) is saved as it is and ends (recipe step 2); a running desktop
 // is copied into a new template process and keeps running (recipe step 9).
-func (m *Machine) Snapshot(ctx context.Context, dir string) (desktop.MachineShape, error) {
+func (m *Machine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	rec := m.record()
 	if rec.Template {
-		return m.saveTemplate(ctx, dir)
+		return m.saveTemplate(ctx, dir, opts)
 	}
-	return m.snapshotRunning(ctx, dir)
+	return m.snapshotRunning(ctx, dir, opts)
 }
 
 // saveTemplate stops a template, saves its device state without the shared
 // RAM (x-ignore-shared: the RAM is already in the memory file) and ends it.
-// The memory file and disk overlay are already in dir, where Boot put them.
-func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.MachineShape, error) {
+// The disk overlay is already in dir, where Boot put it; the memory file
+// moves there from tmpfs.
+func (m *Machine) saveTemplate(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	rec := m.record()
 	if filepath.Dir(rec.Disk) != filepath.Clean(dir) {
 		return desktop.MachineShape{}, fmt.Errorf("%w: a template saves into the directory it booted with (%s)", desktop.ErrInvalid, filepath.Dir(rec.Disk))
@@ -49,6 +51,10 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.Machine
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	removeMachineDirs(record{RunDir: rec.RunDir, DataDir: rec.DataDir})
+	if err := placeMemory(rec.Memory, dir, opts.Ephemeral); err != nil {
+		os.Remove(rec.Memory)
+		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
+	}
 	return rec.Shape, nil
 }
 
@@ -98,7 +104,7 @@ func (m *Machine) quit(ctx context.Context) error {
 // dir, and that template is then saved like a baked one. Its disk overlay is
 // frozen into dir at the same instant, and the desktop goes on writing to a
 // new overlay layered on it.
-func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.MachineShape, error) {
+func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	rec := m.record()
 	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
 	defer cancel()
@@ -112,13 +118,26 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	}
 	// The template's memory file can take as much as the guest's RAM; a
 	// shared mapping on a full filesystem would kill it mid-copy.
-	if err := checkFree(dir, int64(rec.Shape.MemoryMiB)<<20+64<<20); err != nil {
+	mem := m.drv.templateMemory(dir)
+	need := int64(rec.Shape.MemoryMiB)<<20 + 64<<20
+	if err := checkFree(m.drv.opts.MemoryDir, need); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	if !opts.Ephemeral {
+		if err := checkFree(dir, need); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			os.Remove(mem)
+		}
+	}()
 	// The template process starts before the desktop pauses, to keep the
 	// pause short. Its disk is blank: it never runs, and clones will use
 	// the frozen overlay instead.
-	tmpl, err := m.drv.spawnTemplate(ctx, rec, filepath.Join(dir, desktop.FileMemory), size)
+	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, size)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -178,6 +197,17 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	phase("template_ended")
+	if freed, err := sparsify(mem); err != nil {
+		m.log.Warn("could not punch the zero pages out of a template's memory", "err", err)
+	} else {
+		m.log.Debug("template memory sparsified", "freed_mb", freed>>20)
+	}
+	phase("memory_sparsified")
+	if err := placeMemory(mem, dir, opts.Ephemeral); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	placed = true
+	phase("memory_placed")
 	return rec.Shape, nil
 }
 
@@ -241,7 +271,15 @@ func migrateInto(ctx context.Context, src, dst *qmp.Client) error {
 	if err := waitMigration(ctx, src, srcSub); err != nil {
 		return err
 	}
-	return waitMigration(ctx, dst, dstSub)
+	if err := waitMigration(ctx, dst, dstSub); err != nil {
+		return err
+	}
+	var st json.RawMessage
+	var params json.RawMessage
+	src.Execute(ctx, "query-migrate", nil, &st)
+	src.Execute(ctx, "query-migrate-parameters", nil, &params)
+	slog.Default().Debug("migration into a template", "stats", string(st), "params", string(params))
+	return nil
 }
 
 // freezeDisk makes the machine's current disk overlay read-only and part of

@@ -19,7 +19,7 @@ func NewDriver(ctx context.Context, c config.Serve, log *slog.Logger) (desktop.D
 	switch c.Driver {
 	case "qemu", "":
 		return qemu.New(ctx, qemu.Options{
-			RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoSandbox: c.NoSandbox, Logger: log,
+			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox, Logger: log,
 		})
 	case "libvirt":
 		return libvirt.New(ctx, libvirt.Options{

@@ -42,6 +42,10 @@ type Options struct {
 	// LibvirtURI is tried for the libvirt comparisons; absent libvirtd
 	// makes them null.
 	LibvirtURI string
+	// SnapshotsDir overrides the catalog (default Paths.Snapshots()).
+	SnapshotsDir string
+	// ForkSizes are the fork suite's copy counts (default 1, 3, 10).
+	ForkSizes []int
 	Log        *slog.Logger
 	// Progress receives a line per step.
 	Progress io.Writer
@@ -123,7 +127,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Keys: map[string]*float64{}, Samples: map[string][]float64{}, Started: time.Now().UTC()}
 	e := &env{opts: o, log: o.Log, res: res}
-	cat, err := desktop.NewCatalog(o.Paths.Snapshots())
+	if o.SnapshotsDir == "" {
+		o.SnapshotsDir = o.Paths.Snapshots()
+	}
+	if len(o.ForkSizes) == 0 {
+		o.ForkSizes = []int{1, 3, 10}
+	}
+	cat, err := desktop.NewCatalog(o.SnapshotsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +151,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(e.runDir)
-	if e.drv, err = qemu.New(ctx, qemu.Options{RunDir: e.runDir, DataDir: e.dataDir, Logger: o.Log}); err != nil {
+	if e.drv, err = qemu.New(ctx, qemu.Options{RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, Logger: o.Log}); err != nil {
 		return nil, err
 	}
 	defer e.drv.Close()

@@ -11,7 +11,7 @@ func (e *env) forkSuite(ctx context.Context) error {
 		return err
 	}
 	defer e.mgr.Delete(context.WithoutCancel(ctx), src.ID)
-	for _, n := range []int{1, 3, 10} {
+	for _, n := range e.opts.ForkSizes {
 		start := time.Now()
 		copies, err := e.mgr.Fork(ctx, src.ID, n)
 		took := time.Since(start)

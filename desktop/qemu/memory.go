@@ -1,0 +1,77 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// defaultMemoryDir is a directory on /dev/shm of the catalog's own, so
+// hosts of different catalogs (a test's, the daemon's) never sweep each
+// other's files.
+func defaultMemoryDir(snapshotsDir string) string {
+	name := "unswept"
+	if snapshotsDir != "" {
+		abs, _ := filepath.Abs(snapshotsDir)
+		sum := sha256.Sum256([]byte(abs))
+		name = hex.EncodeToString(sum[:6])
+	}
+	return filepath.Join("/dev/shm", "warmdesk", name)
+}
+
+// templateMemory names the tmpfs file for the RAM of a template whose
+// snapshot is written into dir (a catalog draft): named after the draft, so
+// a sweep can tell whether it is still wanted.
+func (d *Driver) templateMemory(dir string) string {
+	return filepath.Join(d.opts.MemoryDir, filepath.Base(dir)+".memory")
+}
+
+// placeMemory puts a finished template's RAM file into the snapshot: moved
+// to disk for a golden snapshot (copied sparse and synced: tmpfs does not
+// survive a reboot, the snapshot must), or linked for a fork template,
+// whose desktops a reboot ends anyway.
+func placeMemory(tmp, dir string, ephemeral bool) error {
+	dst := filepath.Join(dir, desktop.FileMemory)
+	if ephemeral {
+		return os.Symlink(tmp, dst)
+	}
+	if err := copySparse(tmp, dst); err != nil {
+		return fmt.Errorf("move the template's memory to disk: %w", err)
+	}
+	return os.Remove(tmp)
+}
+
+// sweepMemory removes template memory files that neither a snapshot (by
+// its memory link) nor a live draft refers to: what a crash mid-bake or
+// mid-fork left on tmpfs.
+func (d *Driver) sweepMemory() {
+	if d.opts.SnapshotsDir == "" {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(d.opts.MemoryDir, "*.memory"))
+	if len(files) == 0 {
+		return
+	}
+	wanted := map[string]bool{}
+	entries, _ := os.ReadDir(d.opts.SnapshotsDir)
+	for _, e := range entries {
+		dir := filepath.Join(d.opts.SnapshotsDir, e.Name())
+		if target, err := os.Readlink(filepath.Join(dir, desktop.FileMemory)); err == nil {
+			wanted[target] = true
+		}
+		if strings.HasPrefix(e.Name(), ".draft-") && desktop.DraftInUse(dir) {
+			wanted[d.templateMemory(dir)] = true
+		}
+	}
+	for _, f := range files {
+		if !wanted[f] {
+			d.log.Info("removing a template memory file nothing refers to", "file", f)
+			os.Remove(f)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+// TestSmokeEverySuite runs each suite with two samples on the minimal
+// image, so the harness itself cannot rot: every documented key of the
+// suites that ran comes out as a number, or null with a note.
+func TestSmokeEverySuite(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	state := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{
+		Paths:        config.Paths{StateDir: state, CacheDir: testenv.CacheDir(), RunDir: testenv.RunDir(t)},
+		SnapshotsDir: baked.Catalog.Dir(),
+		Snapshot:     baked.Snapshot.Name,
+		Suites:       Suites,
+		N:            2, ColdN: 1, K: 2, BudgetMiB: 4096, ForkSizes: []int{1, 2},
+		LibvirtURI: "qemu:///system",
+		Log:        testenv.Logger(t),
+		Progress:   &progress,
+	})
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{
+		"create_pool_p50_ms", "create_nopool_p50_ms", "create_fullrestore_p50_ms", "coldboot_p50_ms",
+		"shot_cached_p50_ms", "shot_changed_png_p50_ms", "shot_jpeg_p50_ms", "screendump_p50_ms",
+		"action_http_p50_ms", "action_ws_p50_ms", "action_server_p50_ms", "batch_overhead_p50_ms",
+		"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "fork1_total_ms", "fork2_total_ms",
+	} {
+		v, ok := res.Keys[key]
+		if !ok || v == nil || *v <= 0 {
+			t.Errorf("%s = %v, want a measured positive number", key, v)
+		}
+	}
+	for _, key := range []string{"create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt"} {
+		v, ok := res.Keys[key]
+		if !ok {
+			t.Errorf("%s missing: it must be a number or null with a note", key)
+		}
+		if v == nil && !noted(res.Notes, key) {
+			t.Errorf("%s is null without a note saying why", key)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteJSON(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatalf("--json output is not JSON: %v", err)
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !bytes.Contains(html, []byte("<svg")) {
+		t.Fatalf("report: %v", err)
+	}
+	// Nothing left of the run (other packages' tests share the catalog,
+	// so its fork templates are checked by the Manager's own tests).
+	if entries, _ := os.ReadDir(state); len(entries) != 0 {
+		t.Errorf("left in the state directory: %v", entries)
+	}
+}
+
+func noted(notes []string, key string) bool {
+	for _, n := range notes {
+		if strings.HasPrefix(n, key+":") {
+			return true
+		}
+	}
+	return false
+}
