@@ -46,7 +46,7 @@ type Options struct {
 	SnapshotsDir string
 	// ForkSizes are the fork suite's copy counts (default 1, 3, 10).
 	ForkSizes []int
-	Log        *slog.Logger
+	Log       *slog.Logger
 	// Progress receives a line per step.
 	Progress io.Writer
 }
