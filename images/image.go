@@ -136,3 +136,29 @@ func Remove(im Image) error {
 	}
 	return os.RemoveAll(trash)
 }
+
+// Prune removes images that no snapshot uses (used holds the image hashes
+// snapshots name) and that are not the newest image of their name: what
+// recipe changes leave behind in the cache. It returns what it removed.
+func Prune(cacheDir string, used map[string]bool) ([]Image, error) {
+	all, err := List(cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	newest := map[string]bool{}
+	var removed []Image
+	for _, im := range all { // newest first
+		if !newest[im.Name] {
+			newest[im.Name] = true
+			continue
+		}
+		if used[im.Hash] {
+			continue
+		}
+		if err := Remove(im); err != nil {
+			return removed, err
+		}
+		removed = append(removed, im)
+	}
+	return removed, nil
+}

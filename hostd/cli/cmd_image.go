@@ -17,7 +17,36 @@ func cmdImage(ctx context.Context, e *env, args []string) error {
 		"build": imageBuild,
 		"list":  imageList,
 		"rm":    imageRemove,
+		"prune": imagePrune,
 	})
+}
+
+// imagePrune removes images no snapshot uses, keeping the newest of each
+// name.
+func imagePrune(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "image prune")
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	cat, err := desktop.NewCatalog(paths.Snapshots())
+	if err != nil {
+		return err
+	}
+	snaps, _, err := cat.List()
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, s := range snaps {
+		used[s.Manifest.Image.Hash] = true
+	}
+	removed, err := images.Prune(paths.CacheDir, used)
+	for _, im := range removed {
+		fmt.Fprintf(e.stdout, "removed image %s (%s), %d MiB\n", im.Name, short(im.Hash), im.DiskBytes>>20)
+	}
+	return err
 }
 
 func imageBuild(ctx context.Context, e *env, args []string) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/settle"
 	"github.com/warmdesk/warmdesk/images"
 )
@@ -140,7 +141,42 @@ func Snapshot(t testing.TB, flavor string) Baked {
 		t.Fatalf("bake %s: %v", name, err)
 	}
 	t.Logf("baked %s in %s", name, time.Since(start).Round(time.Second))
+	prune(t, catalog, flavor, name)
 	return Baked{Image: im, Catalog: catalog, Snapshot: snap}
+}
+
+// prune removes the test snapshots of a flavor that an older recipe or QEMU
+// build made, and the images nothing uses any more (a test's or the host's
+// snapshots), so repeated CI runs on one machine do not fill its disk.
+func prune(t testing.TB, catalog *desktop.Catalog, flavor, current string) {
+	snaps, _, _ := catalog.List()
+	used := map[string]bool{}
+	for _, s := range snaps {
+		if strings.HasPrefix(s.Name, flavor+"-") && s.Name != current && !s.Manifest.Ephemeral {
+			if err := catalog.Remove(s.Name); err == nil {
+				t.Logf("removed stale test snapshot %s", s.Name)
+				continue
+			}
+		}
+		used[s.Manifest.Image.Hash] = true
+	}
+	hostDir := config.DefaultPaths().Snapshots()
+	if _, err := os.Stat(hostDir); err != nil {
+		hostDir = ""
+	}
+	if host, err := desktop.NewCatalog(hostDir); hostDir != "" && err == nil {
+		hostSnaps, _, _ := host.List()
+		for _, s := range hostSnaps {
+			used[s.Manifest.Image.Hash] = true
+		}
+	}
+	removed, err := images.Prune(CacheDir(), used)
+	for _, im := range removed {
+		t.Logf("removed unused image %s (%s)", im.Name, im.Hash[:12])
+	}
+	if err != nil {
+		t.Logf("pruning images: %v", err)
+	}
 }
 
 func lock(t testing.TB, path string) func() {
