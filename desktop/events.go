@@ -14,6 +14,8 @@ const (
 	EventState   EventType = "desktop.state"   // any state change, failures included
 	EventControl EventType = "desktop.control" // control passed between agent and person
 	EventDeleted EventType = "desktop.deleted"
+	// EventAction: an agent's batch ran on the desktop (Summary says what).
+	EventAction EventType = "desktop.action"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.
@@ -21,6 +23,8 @@ type Event struct {
 	Type    EventType `json:"type"`
 	Desktop Desktop   `json:"desktop"`
 	Time    time.Time `json:"time"`
+	// Summary is a line for people, for events that carry one.
+	Summary string `json:"summary,omitempty"`
 }
 
 // subscriberBuffer bounds how far a subscriber may fall behind; a slower one
@@ -46,6 +50,16 @@ func (b *broker) publish(e Event) {
 			close(ch)
 		}
 	}
+}
+
+// Announce publishes an event about a desktop that is not a state change,
+// such as an agent's batch of actions, for viewers to show.
+func (m *Manager) Announce(id string, t EventType, summary string) {
+	d, err := m.Get(id)
+	if err != nil {
+		return
+	}
+	m.events.publish(Event{Type: t, Desktop: d, Time: m.now().UTC(), Summary: summary})
 }
 
 // Subscribe returns a channel of events and a function that ends the

@@ -146,6 +146,7 @@ func (s *Server) run(ctx context.Context, t target, spec runSpec) (runOutcome, e
 	}
 	out.res, out.err = t.runner.Run(ctx, spec.batch, opts)
 	s.cfg.Manager.Touch(t.id)
+	s.cfg.Manager.Announce(t.id, desktop.EventAction, summarize(spec.batch, out.err))
 	if out.err != nil || !out.res.Screenshot {
 		return out, nil
 	}

@@ -17,6 +17,7 @@ type Event struct {
 	Type    string      `json:"type"`
 	Desktop api.Desktop `json:"desktop"`
 	Time    time.Time   `json:"time"`
+	Summary string      `json:"summary,omitempty"`
 }
 
 // eventStream sends desktop events as server-sent events, for the
@@ -46,7 +47,7 @@ func (s *Server) eventStream(c *gin.Context) {
 			if only != "" && ev.Desktop.ID != only {
 				continue
 			}
-			b, _ := json.Marshal(Event{Type: string(ev.Type), Desktop: s.view(ev.Desktop), Time: ev.Time})
+			b, _ := json.Marshal(Event{Type: string(ev.Type), Desktop: s.view(ev.Desktop), Time: ev.Time, Summary: ev.Summary})
 			fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", ev.Type, b)
 			c.Writer.Flush()
 		case <-keepalive.C:

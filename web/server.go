@@ -57,6 +57,7 @@ type Server struct {
 	engine *gin.Engine
 	views  *viewTokens
 	vnc    vnc.ProxyStats
+	tcp    tcpListeners
 }
 
 // New builds the routes.
@@ -84,6 +85,8 @@ func New(cfg Config) *Server {
 	v1.GET("/desktops/:id/screenshot", s.screenshot)
 	v1.GET("/desktops/:id/screenshot/settled", s.screenshotSettled)
 	v1.GET("/desktops/:id/vnc", s.vncSocket)
+	v1.POST("/desktops/:id/vnc/tcp", s.openVNCListener)
+	v1.DELETE("/desktops/:id/vnc/tcp", s.closeVNCListener)
 	v1.GET("/snapshots", s.listSnapshots)
 	v1.GET("/snapshots/:name", s.getSnapshot)
 	v1.DELETE("/snapshots/:name", s.deleteSnapshot)
