@@ -206,6 +206,15 @@ func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
 			continue
 		}
 		m.apply(st, u)
+		if u.ExtendedKeyEvents && st.cov != nil {
+			// QEMU now takes our no-op key release, and the first full
+			// frame is still to come: poke, so QEMU's refresh timer, which
+			// may have slowed down before our request arrived, fires at
+			// once instead of up to a back-off interval later.
+			if err := c.SendQEMUKey(sctx, false, 0, 0); err != nil {
+				return st.healthy, err
+			}
+		}
 		// Keep one request outstanding so that updates stream; after a
 		// resize ask for everything, which a server need not send unasked.
 		// Asking after publishing costs nothing (QEMU refreshes on a timer

@@ -373,7 +373,9 @@ func (cs *controlSession) desktopEvents(ctx context.Context) {
 					open = false // fell behind: subscribe again
 					break
 				}
-				if ev.Desktop.ID != cs.id {
+				// The agent knows its own batches: action events are for
+				// people watching.
+				if ev.Desktop.ID != cs.id || ev.Type == desktop.EventAction {
 					continue
 				}
 				view := cs.s.view(ev.Desktop)
