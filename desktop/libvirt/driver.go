@@ -171,24 +171,12 @@ func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
 
 // machineDirs makes the per-machine directories, 0700.
 func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
-	runDir = filepath.Join(d.opts.RunDir, id)
-	dataDir = filepath.Join(d.opts.DataDir, id)
-	for _, dir := range []string{runDir, dataDir} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			os.RemoveAll(runDir)
-			return "", "", fmt.Errorf("machine directory: %w", err)
-		}
-	}
-	return runDir, dataDir, nil
+	return qemu.MachineDirs(d.opts.RunDir, d.opts.DataDir, id)
 }
 
 // createOverlay makes a qcow2 overlay on a backing qcow2.
 func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
-	out, err := exec.CommandContext(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("create disk overlay: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return qemu.CreateOverlay(ctx, d.opts.QemuImg, path, backing)
 }
 
 // newRecord starts a machine's record: its names and directories.

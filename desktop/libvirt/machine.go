@@ -3,7 +3,6 @@ package libvirt
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"log/slog"
@@ -205,7 +204,7 @@ func (m *Machine) ExitReason() string {
 // its QEMU.
 func (m *Machine) exit(reason string) {
 	m.exitOnce.Do(func() {
-		if tail := logTail(m.logPath(), 8); tail != "" {
+		if tail := qemu.LogTail(m.logPath(), 8); tail != "" {
 			reason += "; last lines of its log:\n" + tail
 		}
 		m.reason = reason
@@ -331,21 +330,7 @@ func (m *Machine) Destroy(ctx context.Context) error {
 	return removeMachineDirs(rec)
 }
 
-func removeMachineDirs(r record) error {
-	var errs []error
-	for _, dir := range []string{r.RunDir, r.DataDir} {
-		if dir == "" {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove machine files: %w", errors.Join(errs...))
-	}
-	return nil
-}
+func removeMachineDirs(r record) error { return qemu.RemoveDirs(r.RunDir, r.DataDir) }
 
 // stateName names a libvirt domain state for messages.
 func stateName(s int32) string {

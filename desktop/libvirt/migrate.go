@@ -12,6 +12,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
 )
 
 // Migrations go over unix sockets in the machine's run directory: libvirt's
@@ -106,7 +107,7 @@ func (w *migrationWatch) wait(ctx context.Context) error {
 				w.m.qmp(ctx, "query-migrate", nil, &q)
 				why := q.ErrorDesc
 				if why == "" { // an incoming migration reports only to QEMU's log
-					why = "QEMU's log ends:\n" + logTail(w.m.logPath(), 4)
+					why = "QEMU's log ends:\n" + qemu.LogTail(w.m.logPath(), 4)
 				}
 				return fmt.Errorf("migration %s: %s", status, why)
 			}

@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
 )
 
 // Snapshot writes a golden snapshot of this machine into dir. A template
@@ -324,18 +324,7 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	return m, nil
 }
 
-// nextOverlayPath names the overlay that goes on top of path:
-// disk-0.qcow2 -> disk-1.qcow2.
-func nextOverlayPath(path string) string {
-	dir, base := filepath.Split(path)
-	n := 0
-	if s, ok := strings.CutPrefix(strings.TrimSuffix(base, ".qcow2"), "disk-"); ok {
-		if v, err := strconv.Atoi(s); err == nil {
-			n = v + 1
-		}
-	}
-	return filepath.Join(dir, "disk-"+strconv.Itoa(n)+".qcow2")
-}
+func nextOverlayPath(path string) string { return qemu.NextOverlayPath(path) }
 
 // copyFile copies a stable file into a new one and syncs it.
 func copyFile(src, dst string) error {

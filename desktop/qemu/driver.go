@@ -243,8 +243,12 @@ func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
 
 // machineDirs makes the per-machine directories, 0700.
 func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
-	runDir = filepath.Join(d.opts.RunDir, id)
-	dataDir = filepath.Join(d.opts.DataDir, id)
+	return machineDirs(d.opts.RunDir, d.opts.DataDir, id)
+}
+
+func machineDirs(runRoot, dataRoot, id string) (runDir, dataDir string, err error) {
+	runDir = filepath.Join(runRoot, id)
+	dataDir = filepath.Join(dataRoot, id)
 	for _, dir := range []string{runDir, dataDir} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			os.RemoveAll(runDir)
@@ -385,7 +389,11 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 
 // createOverlay makes a qcow2 overlay on a backing qcow2.
 func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
-	out, err := exec.CommandContext(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
+	return createOverlay(ctx, d.opts.QemuImg, path, backing)
+}
+
+func createOverlay(ctx context.Context, qemuImg, path, backing string) error {
+	out, err := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("create disk overlay: %w: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -184,9 +184,11 @@ func (m *Machine) Destroy(ctx context.Context) error {
 	return removeMachineDirs(m.record())
 }
 
-func removeMachineDirs(r record) error {
+func removeMachineDirs(r record) error { return removeDirs(r.RunDir, r.DataDir) }
+
+func removeDirs(dirs ...string) error {
 	var errs []error
-	for _, dir := range []string{r.RunDir, r.DataDir} {
+	for _, dir := range dirs {
 		if dir == "" {
 			continue
 		}
@@ -207,52 +209,6 @@ func (m *Machine) watchConsole(ctx context.Context, fn func(string)) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	go func() {
-		defer conn.Close()
-		go func() {
-			select {
-			case <-m.proc.done:
-			case <-ctx.Done():
-			}
-			conn.Close()
-		}()
-		buf := make([]byte, 0, 4096)
-		chunk := make([]byte, 4096)
-		for {
-			n, err := conn.Read(chunk)
-			buf = append(buf, chunk[:n]...)
-			for {
-				i := indexNewline(buf)
-				if i < 0 {
-					break
-				}
-				fn(string(trimCR(buf[:i])))
-				buf = buf[i+1:]
-			}
-			if len(buf) > 4096 { // an endless line: hand it over in pieces
-				fn(string(buf))
-				buf = buf[:0]
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	WatchLines(ctx, conn, m.proc.done, fn)
 	return nil
-}
-
-func indexNewline(b []byte) int {
-	for i, c := range b {
-		if c == '\n' {
-			return i
-		}
-	}
-	return -1
-}
-
-func trimCR(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

@@ -1,12 +1,16 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/vnc"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -53,5 +57,35 @@ func TestVNCListenerForOrdinaryClients(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", l.Address, time.Second); err == nil {
 		conn.Close()
 		t.Fatal("the listener still accepts after DELETE")
+	}
+}
+
+// A paused desktop's screen is still served from the mirror; the agent's
+// input is refused with the state.
+func TestScreenshotsWhilePaused(t *testing.T) {
+	s := startActionStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before, _, err := s.c.Screenshot(ctx, s.id, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.c.Op(ctx, s.id, "pause"); err != nil {
+		t.Fatal(err)
+	}
+	during, hdr, err := s.c.Screenshot(ctx, s.id, nil, false)
+	if err != nil {
+		t.Fatalf("screenshot of a paused desktop: %v", err)
+	}
+	if !bytes.Equal(before, during) || hdr.Get("X-Screen-Width") != "1280" {
+		t.Errorf("a paused desktop's screenshot differs from the one before the pause")
+	}
+	_, err = s.c.Actions(ctx, s.id, api.ActionsRequest{Actions: []map[string]any{{"action": "move", "x": 10, "y": 10}}})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.State != "paused" {
+		t.Errorf("input to a paused desktop: %v, want 409 with state paused", err)
+	}
+	if _, err := s.c.Op(ctx, s.id, "resume"); err != nil {
+		t.Fatal(err)
 	}
 }
