@@ -252,3 +252,37 @@ func TestSnapshotOnFullDiskFailsCleanly(t *testing.T) {
 		t.Errorf("guest answered %q", out)
 	}
 }
+
+// A paused desktop forks, stays paused, forks again and resumes: a
+// completed migration leaves the source's disks inactive, and a second
+// freeze of an inactive disk would abort QEMU.
+func TestForkPausedDesktopTwice(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	m, _ := managerOn(t, baked.Catalog, desktop.DefaultLimits())
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: baked.Snapshot.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		copies, err := m.Fork(ctx, d.ID, 1)
+		if err != nil {
+			t.Fatalf("fork %d of a paused desktop: %v", i+1, err)
+		}
+		if got, _ := m.Get(d.ID); got.State != desktop.StatePaused {
+			t.Fatalf("after fork %d the source is %s, want paused", i+1, got.State)
+		}
+		if err := m.Delete(ctx, copies[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Resume(ctx, d.ID); err != nil {
+		t.Fatalf("resume after two forks: %v", err)
+	}
+	if out := guestShell(t, m, d.ID, "echo ok"); out != "ok" {
+		t.Fatalf("guest answered %q", out)
+	}
+}

@@ -188,6 +188,16 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
 	phase("memory_copied")
+	if !wasRunning {
+		// A completed outgoing migration leaves the source's disks
+		// inactive, and only cont activates them again; a paused desktop
+		// left so would abort QEMU at its next block operation (a second
+		// snapshot's freeze). So it runs for the moment between cont and
+		// stop.
+		if err := m.qmp.Execute(ctx, "cont", nil, nil); err == nil {
+			m.qmp.Execute(ctx, "stop", nil, nil)
+		}
+	}
 	resume()
 	if err := saveState(ctx, tmpl.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
