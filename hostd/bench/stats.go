@@ -51,4 +51,6 @@ func (d *Dist) Min() time.Duration {
 
 // ms converts a duration to milliseconds, to 100 ns (a cached screenshot
 // takes well under a microsecond).
-func ms(v time.Duration) float64 { return math.Round(float64(v)/float64(time.Millisecond)*10000) / 10000 }
+func ms(v time.Duration) float64 {
+	return math.Round(float64(v)/float64(time.Millisecond)*10000) / 10000
+}
