@@ -126,13 +126,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	res := &Result{Keys: map[string]*float64{}, Samples: map[string][]float64{}, Started: time.Now().UTC()}
-	e := &env{opts: o, log: o.Log, res: res}
 	if o.SnapshotsDir == "" {
 		o.SnapshotsDir = o.Paths.Snapshots()
 	}
 	if len(o.ForkSizes) == 0 {
 		o.ForkSizes = []int{1, 3, 10}
 	}
+	// After the defaults: the suites read e.opts.
+	e := &env{opts: o, log: o.Log, res: res}
 	cat, err := desktop.NewCatalog(o.SnapshotsDir)
 	if err != nil {
 		return nil, err
