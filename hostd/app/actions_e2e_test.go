@@ -121,20 +121,32 @@ func (s *actionStack) shell(t *testing.T, line string) api.ExecResponse {
 // with typed input happens on the guest's time, which gives no signal.
 func (s *actionStack) waitFile(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	wait := 100 * time.Millisecond
 	var got string
-	for time.Now().Before(deadline) {
+	holds := func() bool {
 		var buf bytes.Buffer
-		if _, err := s.c.ReadFile(s.ctx(t), s.id, path, &buf); err == nil {
-			if got = buf.String(); got == want {
-				return
-			}
+		if _, err := s.c.ReadFile(s.ctx(t), s.id, path, &buf); err != nil {
+			return false
+		}
+		got = buf.String()
+		return got == want
+	}
+	if !poll(60*time.Second, 100*time.Millisecond, 2*time.Second, holds) {
+		t.Fatalf("%s holds %q, want %q", path, got, want)
+	}
+}
+
+// poll calls done until it returns true, while timeout has not passed,
+// sleeping first between calls and doubling that up to most. It is for
+// what the guest does on its own time, which gives no signal.
+func poll(timeout, first, most time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for wait := first; time.Now().Before(deadline); wait = min(2*wait, most) {
+		if done() {
+			return true
 		}
 		time.Sleep(wait)
-		wait = min(2*wait, 2*time.Second)
 	}
-	t.Fatalf("%s holds %q, want %q", path, got, want)
+	return false
 }
 
 // screen takes a settled native screenshot.

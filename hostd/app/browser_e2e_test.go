@@ -91,20 +91,12 @@ func TestBrowserDesktopEndToEnd(t *testing.T) {
 	}})
 
 	// Chromium appends " - Chromium" to a page's title. The page retitles
-	// its window on its own time (Chromium under TCG is
-	// slow), which gives no signal: poll with backoff.
-	deadline := time.Now().Add(90 * time.Second)
-	wait := 200 * time.Millisecond
-	for {
-		res := s.shell(t, "DISPLAY=:0 xdotool search --name '^clicked: hello( - Chromium)?$'")
-		if res.ExitCode == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			titles := s.shell(t, "DISPLAY=:0 xdotool search --onlyvisible --name . getwindowname %@")
-			t.Fatalf("the page never showed 'clicked: hello'; visible windows: %q", titles.Stdout)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 3*time.Second)
+	// its window on its own time (Chromium under TCG is slow).
+	submitted := func() bool {
+		return s.shell(t, "DISPLAY=:0 xdotool search --name '^clicked: hello( - Chromium)?$'").ExitCode == 0
+	}
+	if !poll(90*time.Second, 200*time.Millisecond, 3*time.Second, submitted) {
+		titles := s.shell(t, "DISPLAY=:0 xdotool search --onlyvisible --name . getwindowname %@")
+		t.Fatalf("the page never showed 'clicked: hello'; visible windows: %q", titles.Stdout)
 	}
 }
