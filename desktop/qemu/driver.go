@@ -49,7 +49,11 @@ type Options struct {
 	SnapshotsDir string
 	// NoSandbox turns QEMU's seccomp sandbox off (for debugging only).
 	NoSandbox bool
-	Logger    *slog.Logger
+	// RefillGate, when set, blocks until the desktop just restored from the
+	// warm pool shows its first frame, or ctx ends; the pool's refill waits
+	// for it (see refillAfter). nil: refill at once.
+	RefillGate func(ctx context.Context, desktopID string)
+	Logger     *slog.Logger
 }
 
 // Driver runs desktops as QEMU processes.
@@ -420,12 +424,31 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 		}
 	}
 	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true)
-	d.pool.signal() // refill now that the restore no longer needs the CPU
 	if err != nil {
+		d.pool.signal()
 		m.Destroy(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	go d.refillAfter(spec.ID)
 	return m, nil
+}
+
+// refillGateTimeout bounds how long a refill waits for the restored
+// desktop's first frame.
+const refillGateTimeout = 2 * time.Second
+
+// refillAfter refills the pool once the desktop just restored shows its
+// first frame (or refillGateTimeout passed). A QEMU spawning meanwhile
+// competes with that guest and its screen for the CPU: on 2 cores, with
+// creates alternating between gated and not in one run, the ungated ones'
+// p50 was 114 ms against 98 ms (and 118 against 68 in a quieter hour).
+func (d *Driver) refillAfter(id string) {
+	if d.opts.RefillGate != nil {
+		ctx, cancel := context.WithTimeout(d.pool.ctx, refillGateTimeout)
+		d.opts.RefillGate(ctx, id)
+		cancel()
+	}
+	d.pool.signal()
 }
 
 // spawnClone starts QEMU for a clone of s, waiting for migrate-incoming.

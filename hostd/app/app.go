@@ -55,11 +55,11 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	if a.Driver, err = NewDriver(ctx, cfg, log); err != nil {
+	a.Screens = NewScreens(context.WithoutCancel(ctx), log)
+	if a.Driver, err = NewDriver(ctx, cfg, a.Screens, log); err != nil {
 		a.Close()
 		return nil, err
 	}
-	a.Screens = NewScreens(context.WithoutCancel(ctx), log)
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits, Observer: a.Screens,
 	})

@@ -14,12 +14,14 @@ import (
 // Closer is implemented by drivers that hold background work.
 type Closer interface{ Close() }
 
-// NewDriver builds the configured driver.
-func NewDriver(ctx context.Context, c config.Serve, log *slog.Logger) (desktop.Driver, error) {
+// NewDriver builds the configured driver. screens, when given, gates the
+// QEMU driver's pool refills on each new desktop's first frame.
+func NewDriver(ctx context.Context, c config.Serve, screens *Screens, log *slog.Logger) (desktop.Driver, error) {
 	switch c.Driver {
 	case "qemu", "":
 		return qemu.New(ctx, qemu.Options{
-			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox, Logger: log,
+			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
+			RefillGate: screens.RefillGate(), Logger: log,
 		})
 	case "libvirt":
 		return libvirt.New(ctx, libvirt.Options{

@@ -51,13 +51,49 @@ type Screens struct {
 
 	mu   sync.Mutex
 	byID map[string]*Screen
+	// added is closed and replaced whenever a screen joins byID.
+	added chan struct{}
 }
 
 var _ desktop.Observer = (*Screens)(nil)
 
 // NewScreens returns an empty set; mirrors run under base.
 func NewScreens(base context.Context, log *slog.Logger) *Screens {
-	return &Screens{log: log, base: base, byID: map[string]*Screen{}}
+	return &Screens{log: log, base: base, byID: map[string]*Screen{}, added: make(chan struct{})}
+}
+
+// RefillGate is the QEMU driver's gate for pool refills: the desktop's
+// first frame. nil for a nil Screens.
+func (ss *Screens) RefillGate() func(context.Context, string) {
+	if ss == nil {
+		return nil
+	}
+	return func(ctx context.Context, id string) { ss.WaitFrame(ctx, id) }
+}
+
+// WaitFrame waits until a desktop's screen holds a frame, or ctx ends. The
+// screen need not exist yet: a desktop being created gets it once its
+// machine is up. A screen forgotten before its first frame waits out ctx.
+func (ss *Screens) WaitFrame(ctx context.Context, id string) error {
+	for {
+		ss.mu.Lock()
+		s, ok := ss.byID[id]
+		added := ss.added
+		ss.mu.Unlock()
+		if ok {
+			select {
+			case <-s.Ready():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // MachineUp attaches (or reattaches) a desktop's mirror to its machine.
@@ -69,6 +105,8 @@ func (ss *Screens) MachineUp(id string, m desktop.Machine) {
 		s.Mirror = vnc.NewMirror(vnc.MirrorOptions{Dial: s.Dial, Logger: ss.log.With("desktop", id)})
 		s.Capturer = screenshot.NewCapturer(s.Mirror, screenshot.CaptureConfig{})
 		ss.byID[id] = s
+		close(ss.added)
+		ss.added = make(chan struct{})
 	}
 	ss.mu.Unlock()
 	s.mu.Lock()

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/hostd/app"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/vnc"
 )
@@ -152,18 +152,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(e.runDir)
-	if e.drv, err = qemu.New(ctx, qemu.Options{RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, Logger: o.Log}); err != nil {
+	// The screens come first: the driver's pool refills wait on them, as in
+	// hostd serve.
+	e.screens = app.NewScreens(context.WithoutCancel(ctx), o.Log)
+	if e.drv, err = qemu.New(ctx, qemu.Options{
+		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Logger: o.Log,
+	}); err != nil {
 		return nil, err
 	}
 	defer e.drv.Close()
+	// hostd's own records store, so a create pays for its durable writes.
+	records, err := store.Open(filepath.Join(e.dataDir, "records.db"))
+	if err != nil {
+		return nil, err
+	}
+	defer records.Close()
 	shape := e.drv.Shape()
 	res.Machine = Machine{Accel: shape.Accel, QEMU: shape.QEMUVersion, CPUs: runtime.NumCPU(), MemoryMiB: HostMemoryMiB(),
 		Snapshot: e.snap.Name, Guest: fmt.Sprintf("%s image, %d MiB, %d vCPUs, %dx%d", e.snap.Manifest.Image.Flavor,
 			e.snap.Manifest.Machine.MemoryMiB, e.snap.Manifest.Machine.CPUs, e.snap.Manifest.Machine.Width, e.snap.Manifest.Machine.Height)}
-	e.screens = app.NewScreens(context.WithoutCancel(ctx), o.Log)
 	limits := desktop.DefaultLimits()
 	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
-	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: desktoptest.NewMemStore(), Catalog: cat, Logger: o.Log, Limits: limits, Observer: e.screens})
+	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: records, Catalog: cat, Logger: o.Log, Limits: limits, Observer: e.screens})
 	defer e.cleanup()
 	e.progress("%s, QEMU %s, %d CPUs, snapshot %s (%s)", res.Machine.Accel, res.Machine.QEMU, res.Machine.CPUs, e.snap.Name, res.Machine.Guest)
 	// Hash the snapshot once now, so no create below pays for it.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/hostd/app"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
 )
 
@@ -87,9 +88,16 @@ func (e *env) createSuite(ctx context.Context) error {
 	// Cold boot to ready, the floor to beat.
 	var cold Dist
 	im, err := images.Find(e.opts.Paths.CacheDir, e.snap.Manifest.Image.Name)
-	if err != nil || im.Hash != e.snap.Manifest.Image.Hash {
-		for _, k := range []string{"coldboot_p50_ms", "coldboot_p95_ms", "coldboot_max_ms"} {
-			e.res.null(k, "the snapshot's image is not in the cache, so it cannot be booted cold")
+	why := ""
+	switch {
+	case e.opts.ColdN <= 0:
+		why = "no cold boots asked for (--cold-n 0)"
+	case err != nil || im.Hash != e.snap.Manifest.Image.Hash:
+		why = "the snapshot's image is not in the cache, so it cannot be booted cold"
+	}
+	if why != "" {
+		for _, k := range []string{"coldboot_p50_ms", "coldboot_p95_ms", "coldboot_max_ms", "coldboot_over_pool_ratio"} {
+			e.res.null(k, why)
 		}
 		return nil
 	}
@@ -172,14 +180,21 @@ func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager,
 			return nil, nil, nil, nil, err
 		}
 	}
-	drv, err := app.NewDriver(ctx, cfg, e.log)
+	screens := app.NewScreens(context.WithoutCancel(ctx), e.log)
+	drv, err := app.NewDriver(ctx, cfg, screens, e.log)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	screens := app.NewScreens(context.WithoutCancel(ctx), e.log)
+	records, err := store.Open(filepath.Join(cfg.StateDir, "records.db"))
+	if err != nil {
+		if c, ok := drv.(app.Closer); ok {
+			c.Close()
+		}
+		return nil, nil, nil, nil, err
+	}
 	limits := desktop.DefaultLimits()
 	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: e.cat, Logger: e.log, Limits: limits, Observer: screens})
+	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: records, Catalog: e.cat, Logger: e.log, Limits: limits, Observer: screens})
 	done := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -190,6 +205,7 @@ func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager,
 		if c, ok := drv.(app.Closer); ok {
 			c.Close()
 		}
+		records.Close()
 	}
 	return drv, mgr, screens, done, nil
 }

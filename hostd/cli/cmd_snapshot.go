@@ -55,7 +55,7 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	drv, err := app.NewDriver(ctx, cfg, e.log)
+	drv, err := app.NewDriver(ctx, cfg, nil, e.log)
 	if err != nil {
 		return err
 	}

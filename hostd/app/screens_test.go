@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// rfbMachine is a machine whose only working part is its VNC server: a
+// scripted RFB 3.8 server with a 2x2 screen that sends one full frame when
+// frame is closed.
+type rfbMachine struct {
+	desktop.Machine // nil: the screen only dials
+	frame           chan struct{}
+}
+
+func (m *rfbMachine) DialVNC(ctx context.Context) (net.Conn, error) {
+	client, server := net.Pipe()
+	go m.serve(server)
+	return client, nil
+}
+
+func (m *rfbMachine) serve(c net.Conn) {
+	defer c.Close()
+	read := func(n int) error { _, err := io.ReadFull(c, make([]byte, n)); return err }
+	// Version, security None, ClientInit.
+	if _, err := c.Write([]byte("RFB 003.008\n")); err != nil || read(12) != nil {
+		return
+	}
+	if _, err := c.Write([]byte{1, 1}); err != nil || read(1) != nil {
+		return
+	}
+	if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil || read(1) != nil {
+		return
+	}
+	init := []byte{0, 2, 0, 2, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0, 0, 0, 0, 1, 't'}
+	if _, err := c.Write(init); err != nil {
+		return
+	}
+	go io.Copy(io.Discard, c) // the client's requests
+	<-m.frame
+	fbu := []byte{0, 0, 0, 1}
+	fbu = binary.BigEndian.AppendUint16(fbu, 0)
+	fbu = binary.BigEndian.AppendUint16(fbu, 0)
+	fbu = binary.BigEndian.AppendUint16(fbu, 2)
+	fbu = binary.BigEndian.AppendUint16(fbu, 2)
+	fbu = binary.BigEndian.AppendUint32(fbu, 0) // Raw
+	for i := 0; i < 4; i++ {
+		fbu = append(fbu, byte(60*i), 0, 0, 0)
+	}
+	c.Write(fbu)
+	io.Copy(io.Discard, c)
+}
+
+func TestWaitFrameWaitsForTheScreenAndItsFirstFrame(t *testing.T) {
+	ctx := t.Context()
+	ss := NewScreens(ctx, slog.New(slog.DiscardHandler))
+	m := &rfbMachine{frame: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- ss.WaitFrame(ctx, "d-1") }()
+
+	ss.MachineUp("d-1", m) // the screen appears after the wait began
+	select {
+	case err := <-done:
+		t.Fatalf("WaitFrame returned %v before any frame", err)
+	case <-time.After(50 * time.Millisecond): // a negative check: it keeps waiting
+	}
+	close(m.frame)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WaitFrame: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitFrame did not return after the first frame")
+	}
+	ss.Forget("d-1")
+}
+
+func TestWaitFrameEndsWithItsContext(t *testing.T) {
+	ss := NewScreens(t.Context(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := ss.WaitFrame(ctx, "d-never"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFrame for a screen that never comes: %v, want the deadline", err)
+	}
+	if gate := (*Screens)(nil).RefillGate(); gate != nil {
+		t.Fatal("a nil Screens must give no refill gate")
+	}
+}
