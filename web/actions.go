@@ -34,7 +34,8 @@ type Actions interface {
 	ExecStream(ctx context.Context, id string, req ExecRequest, out func(stream string, data []byte)) (ExecResult, error)
 	// ReadFile opens a guest file for reading.
 	ReadFile(ctx context.Context, id, path string) (GuestFile, error)
-	// WriteFile creates or truncates a guest file and writes r into it.
+	// WriteFile replaces (or creates) a guest file with r's bytes, all or
+	// nothing.
 	WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error)
 	// Clipboard reads an X selection ("clipboard" or "primary") as text.
 	Clipboard(ctx context.Context, id, selection string) (string, error)

@@ -255,7 +255,7 @@ func (s *Server) putFile(c *gin.Context) {
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("upload over the limit of %d bytes; %s holds what came before it", MaxFileBytes, p), "")
+			abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("upload over the limit of %d bytes; nothing was written, %s is as it was", MaxFileBytes, p), "")
 			return
 		}
 		fail(c, err)

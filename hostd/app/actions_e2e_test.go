@@ -12,10 +12,12 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"io"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/warmdesk/warmdesk/api"
@@ -462,6 +464,31 @@ func TestActionsEndToEnd(t *testing.T) {
 		}
 		if _, err := s.c.WriteFile(ctx, s.id, "/no/such/dir/f", strings.NewReader("x")); !errors.As(err, &ce) || ce.Status != 404 {
 			t.Errorf("upload into a missing directory: %v", err)
+		}
+
+		// Uploads are all or nothing: a replaced file keeps its mode, and
+		// one cut short or aimed at a directory changes nothing.
+		s.shell(t, "chmod 0600 /tmp/blob")
+		if _, err := s.c.WriteFile(ctx, s.id, "/tmp/blob", bytes.NewReader(data[:1000])); err != nil {
+			t.Fatalf("replace: %v", err)
+		}
+		if res := s.shell(t, "stat -c '%a %s' /tmp/blob"); res.Stdout != "600 1000\n" {
+			t.Errorf("the replaced file: mode and size %q, want 600 1000", res.Stdout)
+		}
+		cut := io.MultiReader(bytes.NewReader(data[:2<<20]), iotest.ErrReader(errors.New("client gave up")))
+		if _, err := s.c.WriteFile(ctx, s.id, "/tmp/blob", cut); err == nil {
+			t.Error("an upload cut short succeeded")
+		}
+		if _, err := s.c.WriteFile(ctx, s.id, "/tmp", strings.NewReader("x")); !errors.As(err, &ce) || ce.Status != 400 || !strings.Contains(ce.Message, "directory") {
+			t.Errorf("upload over a directory: %v", err)
+		}
+		// The cut upload's clean-up ends on the server's own time.
+		var left string
+		if !poll(20*time.Second, 50*time.Millisecond, time.Second, func() bool {
+			left = s.shell(t, "ls -a /tmp | grep -c warmdesk-upload; stat -c %s /tmp/blob").Stdout
+			return left == "0\n1000\n"
+		}) {
+			t.Errorf("after failed uploads: temporary files and size of /tmp/blob: %q, want none and 1000", left)
 		}
 		if err := s.c.SetClipboard(ctx, s.id, "", unicodeSample); err != nil {
 			t.Fatal(err)

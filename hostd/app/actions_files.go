@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	pathpkg "path"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ const (
 // guestFileError turns the guest agent's file errors into domain errors
 // that say what is wrong with the path.
 func guestFileError(path string, err error) error {
-	if errors.Is(err, desktop.ErrUnavailable) {
+	if errors.Is(err, desktop.ErrUnavailable) || errors.Is(err, desktop.ErrInvalid) {
 		return err
 	}
 	msg := err.Error()
@@ -153,7 +154,10 @@ func (f *guestFile) Close() error {
 	return closeGuest(f.ctx, f.ag, f.h)
 }
 
-// WriteFile creates or truncates a guest file and writes r into it.
+// WriteFile replaces a guest file with r's bytes, atomically: they go into
+// a temporary file beside it, which is renamed over the path only once
+// complete (taking over an existing file's mode and owner). A failed or cut
+// upload leaves the path as it was and no temporary file behind.
 func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
 	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
 	mach, err := a.guestMachine(mctx, id)
@@ -162,9 +166,10 @@ func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (
 		return 0, err
 	}
 	ag := boundedAgent{mach.Agent()}
-	h, err := openGuest(ctx, ag, path, "w")
-	if err != nil {
-		return 0, err
+	tmp := uploadTempPath(path)
+	var h int64
+	if err := agentCall(ctx, ag, fileCallTimeout, "guest-file-open", map[string]string{"path": tmp, "mode": "w"}, &h); err != nil {
+		return 0, guestFileError(path, err)
 	}
 	n, err := writeGuest(ctx, ag, h, r)
 	if err == nil {
@@ -173,17 +178,61 @@ func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (
 	if cerr := closeGuest(ctx, ag, h); err == nil && cerr != nil {
 		err = cerr
 	}
+	if err == nil {
+		err = replaceGuestFile(ctx, ag, tmp, path)
+	}
 	if err != nil {
+		a.removeGuestFile(ctx, ag, tmp)
 		return n, guestFileError(path, err)
 	}
 	return n, nil
 }
 
+// uploadTempPath names an upload's temporary file: hidden, in the target's
+// directory (so the rename stays in one filesystem), unique.
+func uploadTempPath(target string) string {
+	tag := make([]byte, 6)
+	rand.Read(tag)
+	return pathpkg.Join(pathpkg.Dir(target), "."+pathpkg.Base(target)+".warmdesk-upload-"+hex.EncodeToString(tag))
+}
+
+// replaceScript renames $1 over $2, giving it $2's mode and owner first when
+// $2 exists. mv -T refuses to put a file in place of a directory.
+const replaceScript = `if [ -e "$2" ] && [ ! -d "$2" ]; then chmod --reference="$2" -- "$1" && chown --reference="$2" -- "$1" || exit; fi; exec mv -fT -- "$1" "$2"`
+
+func replaceGuestFile(ctx context.Context, ag desktop.GuestAgent, tmp, target string) error {
+	res, err := desktop.Exec(ctx, ag, desktop.ExecRequest{Path: "/bin/sh", Args: []string{"-c", replaceScript, "sh", tmp, target}, Timeout: fileCallTimeout})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		msg := strings.TrimSpace(string(res.Stderr))
+		if strings.Contains(msg, "cannot overwrite directory") {
+			return fmt.Errorf("%w: %s is a directory: only files can be read or written", desktop.ErrInvalid, target)
+		}
+		return fmt.Errorf("put the upload in place: %s", msg)
+	}
+	return nil
+}
+
+// removeGuestFile removes an upload's temporary file, also when the request
+// that made it has ended.
+func (a *Actions) removeGuestFile(ctx context.Context, ag desktop.GuestAgent, path string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fileCallTimeout)
+	defer cancel()
+	if _, err := desktop.Exec(ctx, ag, desktop.ExecRequest{Path: "/bin/rm", Args: []string{"-f", "--", path}, Timeout: fileCallTimeout}); err != nil {
+		a.log.Warn("upload's temporary file left in the guest", "path", path, "err", err)
+	}
+}
+
+// writeGuest writes r into an open guest file until r ends. Only a clean
+// io.EOF ends it: any other error, including a request body cut short
+// (io.ErrUnexpectedEOF), fails the write.
 func writeGuest(ctx context.Context, ag desktop.GuestAgent, h int64, r io.Reader) (int64, error) {
 	buf := make([]byte, fileChunk)
 	var total int64
 	for {
-		n, rerr := io.ReadFull(r, buf)
+		n, rerr := fill(r, buf)
 		for data := buf[:n]; len(data) > 0; {
 			var wrote struct {
 				Count int `json:"count"`
@@ -199,12 +248,27 @@ func writeGuest(ctx context.Context, ag desktop.GuestAgent, h int64, r io.Reader
 			total += int64(wrote.Count)
 		}
 		switch {
-		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+		case errors.Is(rerr, io.EOF):
 			return total, nil
 		case rerr != nil:
 			return total, rerr
 		}
 	}
+}
+
+// fill reads into buf until it is full or r fails; io.EOF comes back as it
+// is (io.ReadFull would turn an EOF after some bytes into
+// io.ErrUnexpectedEOF, which a cut request body also returns).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // The guest agent hands a program's output over only once it has ended
