@@ -440,7 +440,7 @@ func (b *builder) makeDisk(ctx context.Context) (int64, error) {
 	size = (size + 256<<20 - 1) / (256 << 20) * (256 << 20)
 	raw := filepath.Join(b.dir, "root.ext4")
 	b.progress("  %d MiB of files into a %d MiB filesystem", used>>20, size>>20)
-	if err := b.stream(ctx, "mkfs.ext4", "-q", "-F", "-d", b.root, "-L", "warmdesk", "-E", "root_owner=0:0", raw, fmt.Sprint(size)); err != nil {
+	if err := b.stream(ctx, "mkfs.ext4", "-q", "-F", "-d", b.root, "-L", "warmdesk", "-E", b.r.MkfsExtended, raw, fmt.Sprint(size)); err != nil {
 		return 0, err
 	}
 	disk := filepath.Join(b.dir, imageDisk)

@@ -59,7 +59,16 @@ type Recipe struct {
 	Modules     []string `json:"modules"`
 	Files       []File   `json:"files"`
 	Cmdline     string   `json:"cmdline"`
+	// MkfsExtended is mkfs.ext4's -E for the root filesystem.
+	MkfsExtended string `json:"mkfs_extended"`
 }
+
+// mkfsExtended has mkfs write the inode tables and the journal out in
+// full. Left lazy, the guest kernel's ext4lazyinit thread zeroes them after
+// boot, and since a snapshot is taken before it is done, every clone
+// started over again from the snapshot's point (measured: about 1.2 GB of
+// zeroing writes and a second of guest CPU in a clone's first 20 s).
+const mkfsExtended = "root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0"
 
 var basePackages = []string{
 	"linux-image-amd64", "initramfs-tools", "kmod", "udev", "tini", "procps", "iproute2",
@@ -87,7 +96,7 @@ func NewRecipe(flavor string, width, height int) (Recipe, error) {
 	}
 	r := Recipe{
 		Version: recipeVersion, Suite: "bookworm", Flavor: flavor, Width: width, Height: height,
-		Modules: vmModules, Cmdline: guestCmdline,
+		Modules: vmModules, Cmdline: guestCmdline, MkfsExtended: mkfsExtended,
 	}
 	r.Packages = append(r.Packages, basePackages...)
 	apps := []string{"10-xterm"}

@@ -26,6 +26,7 @@ func TestRecipeHashIsStableAndSensitive(t *testing.T) {
 		"package": func(r *Recipe) { r.Packages = append(r.Packages, "htop") },
 		"file":    func(r *Recipe) { r.Files[0].Content += "\n# changed" },
 		"cmdline": func(r *Recipe) { r.Cmdline += " debug" },
+		"mkfs":    func(r *Recipe) { r.MkfsExtended = "root_owner=0:0" },
 		"version": func(r *Recipe) { r.Version++ },
 	} {
 		r, _ := NewRecipe(FlavorMinimal, 0, 0)
