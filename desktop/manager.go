@@ -341,10 +341,17 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
 		if err := Personalize(ctx, mach.Agent(), d.ID, machineID(d.ID)); err != nil {
+			// Deleted or hibernated meanwhile: nothing to report. The agent's
+			// connection may close before the process is seen to exit.
+			e.mu.Lock()
+			ending := e.expectExit
+			e.mu.Unlock()
 			select {
-			case <-mach.Exited(): // deleted or hibernated meanwhile: nothing to report
+			case <-mach.Exited():
 			default:
-				m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+				if !ending {
+					m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+				}
 			}
 		}
 	}()
