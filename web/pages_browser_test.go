@@ -243,22 +243,18 @@ func matchesScreenshot(t *testing.T, s *stack, tb *tab) {
 	if r, g, b, _ := want.At(1200, 780).RGBA(); r>>8 != 0x25 || g>>8 != 0x30 || b>>8 != 0x3b {
 		t.Fatalf("screenshot background %02x%02x%02x, want 25303b", r>>8, g>>8, b>>8)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	wait := 50 * time.Millisecond
-	for {
-		got := tb.canvas()
-		diff := differing(got, want)
-		if diff < 0.005 {
-			t.Logf("canvas %v matches the screenshot (%.3f%% of pixels differ)", got.Bounds().Size(), 100*diff)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("canvas %v differs from the screenshot %v in %.1f%% of pixels", got.Bounds().Size(), want.Bounds().Size(), 100*diff)
-		}
-		// noVNC draws on animation frames and fires no event per frame.
-		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
+	// noVNC draws on animation frames and fires no event per frame.
+	var got image.Image
+	var diff float64
+	matches := func() bool {
+		got = tb.canvas()
+		diff = differing(got, want)
+		return diff < 0.005
 	}
+	if !testenv.Poll(20*time.Second, 50*time.Millisecond, time.Second, matches) {
+		t.Fatalf("canvas %v differs from the screenshot %v in %.1f%% of pixels", got.Bounds().Size(), want.Bounds().Size(), 100*diff)
+	}
+	t.Logf("canvas %v matches the screenshot (%.3f%% of pixels differ)", got.Bounds().Size(), 100*diff)
 }
 
 // differing is the share of pixels that differ by more than a little in

@@ -180,14 +180,8 @@ func (s *stack) pointer(t *testing.T) (x, y int) {
 // wait on, so this backs off inside a deadline.
 func (s *stack) waitGuest(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := 50 * time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
+	if !testenv.Poll(timeout, 50*time.Millisecond, time.Second, cond) {
+		t.Fatalf("%s: not within %s", what, timeout)
 	}
 }
 

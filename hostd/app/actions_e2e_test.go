@@ -132,23 +132,9 @@ func (s *actionStack) waitFile(t *testing.T, path, want string) {
 		got = buf.String()
 		return got == want
 	}
-	if !poll(60*time.Second, 100*time.Millisecond, 2*time.Second, holds) {
+	if !testenv.Poll(60*time.Second, 100*time.Millisecond, 2*time.Second, holds) {
 		t.Fatalf("%s holds %q, want %q", path, got, want)
 	}
-}
-
-// poll calls done until it returns true, while timeout has not passed,
-// sleeping first between calls and doubling that up to most. It is for
-// what the guest does on its own time, which gives no signal.
-func poll(timeout, first, most time.Duration, done func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for wait := first; time.Now().Before(deadline); wait = min(2*wait, most) {
-		if done() {
-			return true
-		}
-		time.Sleep(wait)
-	}
-	return false
 }
 
 // screen takes a settled native screenshot.
@@ -484,7 +470,7 @@ func TestActionsEndToEnd(t *testing.T) {
 		}
 		// The cut upload's clean-up ends on the server's own time.
 		var left string
-		if !poll(20*time.Second, 50*time.Millisecond, time.Second, func() bool {
+		if !testenv.Poll(20*time.Second, 50*time.Millisecond, time.Second, func() bool {
 			left = s.shell(t, "ls -a /tmp | grep -c warmdesk-upload; stat -c %s /tmp/blob").Stdout
 			return left == "0\n1000\n"
 		}) {

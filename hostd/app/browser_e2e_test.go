@@ -9,6 +9,7 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // The browser flavor end to end: a desktop created from its snapshot has
@@ -95,7 +96,7 @@ func TestBrowserDesktopEndToEnd(t *testing.T) {
 	submitted := func() bool {
 		return s.shell(t, "DISPLAY=:0 xdotool search --name '^clicked: hello( - Chromium)?$'").ExitCode == 0
 	}
-	if !poll(90*time.Second, 200*time.Millisecond, 3*time.Second, submitted) {
+	if !testenv.Poll(90*time.Second, 200*time.Millisecond, 3*time.Second, submitted) {
 		titles := s.shell(t, "DISPLAY=:0 xdotool search --onlyvisible --name . getwindowname %@")
 		t.Fatalf("the page never showed 'clicked: hello'; visible windows: %q", titles.Stdout)
 	}

@@ -193,3 +193,21 @@ func lock(t testing.TB, path string) func() {
 }
 
 var _ io.Writer = testWriter{}
+
+// Poll calls done until it returns true or timeout passes, sleeping first
+// between calls and doubling that up to most, and calling done once more at
+// the deadline. It is for what a guest or a browser does on its own time,
+// which gives no signal to wait on.
+func Poll(timeout, first, most time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for wait := first; ; wait = min(2*wait, most) {
+		if done() {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		time.Sleep(min(wait, left))
+	}
+}
