@@ -1,14 +1,19 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/warmdesk/warmdesk/input"
+)
 
 // ActionsRequest is the body of POST /v1/desktops/{id}/actions, and of an
 // "actions" message on the control WebSocket. The server decodes it
 // strictly (unknown fields are errors naming the field).
 type ActionsRequest struct {
-	// Actions are canonical actions (see input.Action), run in order.
-	// Any JSON array of action objects; input.Batch marshals to one.
-	Actions any `json:"actions"`
+	// Actions are canonical actions (see input.Action), run in order; the
+	// server decodes them strictly, naming the field at fault
+	// ("actions[2].x").
+	Actions input.Batch `json:"actions"`
 	// Screenshot asks for a trailing screenshot even when the last action
 	// is not a screenshot or zoom.
 	Screenshot bool `json:"screenshot,omitempty"`

@@ -107,6 +107,34 @@ type Desktop struct {
 	Uses []string `json:"uses,omitempty"`
 }
 
+// InputAllowed says why the desktop may not take an agent's input, or nil:
+// it must be running (not paused, hibernated or failed) and no person may be
+// in control. The drive service applies it to every frame it sends, so a
+// person taking over stops an agent's batch at its next frame.
+func (d Desktop) InputAllowed() error {
+	if d.State != StateRunning {
+		return &TransitionError{ID: d.ID, From: d.State, Action: "send input to"}
+	}
+	if d.Control.Holder == ControlPerson {
+		by := d.Control.By
+		if by == "" {
+			by = "someone"
+		}
+		return fmt.Errorf("%w: %s took control of desktop %s at %s; agent input is refused until they hand it back (POST /v1/desktops/%s/control {\"holder\":\"agent\"})",
+			ErrControlled, by, d.ID, d.Control.Since.Format(time.RFC3339), d.ID)
+	}
+	return nil
+}
+
+// GuestReachable says why the desktop's guest agent cannot answer, or nil:
+// a paused guest's agent cannot, and a hibernated or failed one has none.
+func (d Desktop) GuestReachable() error {
+	if d.State != StateRunning {
+		return &TransitionError{ID: d.ID, From: d.State, Action: "reach the guest agent of"}
+	}
+	return nil
+}
+
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // ValidName checks a snapshot or desktop name: lowercase letters, digits,

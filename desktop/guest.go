@@ -27,12 +27,12 @@ type ExecRequest struct {
 
 // ExecResult is how a guest program ended.
 type ExecResult struct {
-	ExitCode        int    `json:"exit_code"`
-	Signal          int    `json:"signal,omitempty"`
-	Stdout          []byte `json:"stdout"`
-	Stderr          []byte `json:"stderr"`
-	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	ExitCode        int
+	Signal          int
+	Stdout          []byte
+	Stderr          []byte
+	StdoutTruncated bool
+	StderrTruncated bool
 	Duration        time.Duration
 }
 

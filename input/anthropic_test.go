@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // anthropicCases are computer tool inputs in the shapes of the tool's
@@ -145,9 +147,9 @@ func TestAnthropicEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertFrames(t, dev.Frames(),
-		[]Event{key("shift", true)}, []Event{mv(640, 400)},
-		[]Event{btn("left", true)}, []Event{btn("left", false)},
-		[]Event{key("shift", false)},
+		[]desktop.InputEvent{key("shift", true)}, []desktop.InputEvent{mv(640, 400)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
+		[]desktop.InputEvent{key("shift", false)},
 	)
 	if !res.Screenshot {
 		t.Error("a click should ask for a screenshot")

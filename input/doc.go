@@ -1,6 +1,6 @@
 // Package input turns computer-use actions into QEMU input events.
 //
-// Agents speak one of three vocabularies: the canonical one (DecodeRequest,
+// Agents speak one of three vocabularies: the canonical one (Batch,
 // DecodeBatch, Action), Anthropic's computer tool (DecodeAnthropic,
 // NewAnthropicToolResult) or OpenAI's computer tool (DecodeOpenAI,
 // NewOpenAIOutput). The adapters are thin translations into canonical

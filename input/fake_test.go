@@ -8,23 +8,25 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // recordingDevice is a fake Device that records every frame.
 type recordingDevice struct {
 	mu     sync.Mutex
-	frames [][]Event
+	frames [][]desktop.InputEvent
 	// failOn, if set, makes Send fail for a frame it returns true for
 	// (the frame is still recorded).
-	failOn func(n int, events []Event) bool
+	failOn func(n int, events []desktop.InputEvent) bool
 	// block, if set, is called before recording; tests use it to hold a
 	// batch in flight.
-	block func(ctx context.Context, events []Event) error
+	block func(ctx context.Context, events []desktop.InputEvent) error
 }
 
 var errDeviceGone = errors.New("device gone")
 
-func (d *recordingDevice) Send(ctx context.Context, events []Event) error {
+func (d *recordingDevice) Send(ctx context.Context, events []desktop.InputEvent) error {
 	if d.block != nil {
 		if err := d.block(ctx, events); err != nil {
 			return err
@@ -32,17 +34,17 @@ func (d *recordingDevice) Send(ctx context.Context, events []Event) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.frames = append(d.frames, append([]Event(nil), events...))
+	d.frames = append(d.frames, append([]desktop.InputEvent(nil), events...))
 	if d.failOn != nil && d.failOn(len(d.frames), events) {
 		return errDeviceGone
 	}
 	return nil
 }
 
-func (d *recordingDevice) Frames() [][]Event {
+func (d *recordingDevice) Frames() [][]desktop.InputEvent {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([][]Event(nil), d.frames...)
+	return append([][]desktop.InputEvent(nil), d.frames...)
 }
 
 // recordingGuest is a fake Guest.
@@ -124,14 +126,18 @@ func (s scaleSpace) ToNative(x, y int) (int, int)   { return x * s.factor, y * s
 func (s scaleSpace) FromNative(x, y int) (int, int) { return x / s.factor, y / s.factor }
 
 // Short constructors for expected frames.
-func mv(x, y int) Event          { return Event{Kind: MoveEvent, X: x, Y: y} }
-func btn(b string, d bool) Event { return Event{Kind: ButtonEvent, Button: b, Down: d} }
-func key(q string, d bool) Event { return Event{Kind: KeyEvent, Key: q, Down: d} }
+func mv(x, y int) desktop.InputEvent { return desktop.InputEvent{Kind: desktop.InputMove, X: x, Y: y} }
+func btn(b string, d bool) desktop.InputEvent {
+	return desktop.InputEvent{Kind: desktop.InputButton, Button: b, Down: d}
+}
+func key(q string, d bool) desktop.InputEvent {
+	return desktop.InputEvent{Kind: desktop.InputKey, Key: q, Down: d}
+}
 
 // tap is the one-frame keystroke of qcodes pressed in order and released in
 // reverse.
-func tap(qcodes ...string) []Event {
-	var ev []Event
+func tap(qcodes ...string) []desktop.InputEvent {
+	var ev []desktop.InputEvent
 	for _, q := range qcodes {
 		ev = append(ev, key(q, true))
 	}
@@ -141,7 +147,7 @@ func tap(qcodes ...string) []Event {
 	return ev
 }
 
-func framesString(frames [][]Event) string {
+func framesString(frames [][]desktop.InputEvent) string {
 	var b strings.Builder
 	for _, f := range frames {
 		b.WriteString("[")
@@ -156,23 +162,23 @@ func framesString(frames [][]Event) string {
 	return b.String()
 }
 
-func eventString(e Event) string {
+func eventString(e desktop.InputEvent) string {
 	dir := "up"
 	if e.Down {
 		dir = "down"
 	}
 	switch e.Kind {
-	case MoveEvent:
+	case desktop.InputMove:
 		return fmt.Sprintf("move(%d,%d)", e.X, e.Y)
-	case ButtonEvent:
+	case desktop.InputButton:
 		return e.Button + "-" + dir
-	case KeyEvent:
+	case desktop.InputKey:
 		return e.Key + "-" + dir
 	}
 	return "?"
 }
 
-func assertFrames(t *testing.T, got [][]Event, want ...[]Event) {
+func assertFrames(t *testing.T, got [][]desktop.InputEvent, want ...[]desktop.InputEvent) {
 	t.Helper()
 	if g, w := framesString(got), framesString(want); g != w {
 		t.Errorf("frames:\n got:\n%s want:\n%s", g, w)

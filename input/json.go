@@ -7,37 +7,20 @@ import (
 	"time"
 )
 
-// Request is the body of POST /v1/desktops/{id}/actions.
-type Request struct {
-	Actions Batch
-	// Screenshot asks for a trailing screenshot even when the last action
-	// is not a screenshot.
-	Screenshot bool
-}
-
-// DecodeRequest decodes {"actions": [...], "screenshot": bool} strictly:
-// unknown fields, unknown actions and wrong-typed parameters are
-// *ValidationError values that name the field.
-func DecodeRequest(data []byte) (Request, error) {
-	o, err := parseObject(data, "")
+// UnmarshalJSON decodes a JSON array of canonical actions strictly, as
+// DecodeBatch does, so a request type can hold a Batch and still report
+// "actions[i].field" for what is wrong. JSON null leaves the batch empty.
+func (b *Batch) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*b = nil
+		return nil
+	}
+	batch, err := decodeBatch(data, "actions")
 	if err != nil {
-		return Request{}, err
+		return err
 	}
-	if err := o.onlyFields([]string{"actions", "screenshot"}, "a request"); err != nil {
-		return Request{}, err
-	}
-	var req Request
-	if req.Screenshot, _, err = o.boolean("screenshot"); err != nil {
-		return Request{}, err
-	}
-	raw, ok := o.fields["actions"]
-	if !ok {
-		return Request{}, invalid("actions", "required")
-	}
-	if req.Actions, err = decodeBatch(raw, "actions"); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	*b = batch
+	return nil
 }
 
 // DecodeBatch decodes a JSON array of canonical actions strictly (see

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // openAICases are computer_call items in the shapes of the openai-python
@@ -142,13 +144,13 @@ func TestOpenAIEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertFrames(t, dev.Frames(),
-		[]Event{key("ctrl", true)}, []Event{mv(0, 798)},
-		[]Event{btn("left", true)}, []Event{btn("left", false)},
-		[]Event{key("ctrl", false)},
+		[]desktop.InputEvent{key("ctrl", true)}, []desktop.InputEvent{mv(0, 798)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
+		[]desktop.InputEvent{key("ctrl", false)},
 		tap("ctrl", "l"),
-		[]Event{mv(20, 20)},
-		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
-		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
+		[]desktop.InputEvent{mv(20, 20)},
+		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
+		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
 	)
 	if !res.Screenshot {
 		t.Error("no trailing screenshot wanted")

@@ -2,12 +2,13 @@ package input
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // DefaultKeystrokeInterval is the default typing rate: one keystroke every
@@ -151,27 +152,6 @@ type ActionResult struct {
 	Region *Rect
 }
 
-// MarshalJSON encodes the result for web/: elapsed_ms, cursor {x, y},
-// region [x1, y1, x2, y2].
-func (r ActionResult) MarshalJSON() ([]byte, error) {
-	m := map[string]any{
-		"index":      r.Index,
-		"action":     string(r.Kind),
-		"status":     string(r.Status),
-		"elapsed_ms": float64(r.Elapsed) / float64(time.Millisecond),
-	}
-	if r.Error != "" {
-		m["error"] = r.Error
-	}
-	if r.Cursor != nil {
-		m["cursor"] = map[string]int{"x": r.Cursor.X, "y": r.Cursor.Y}
-	}
-	if r.Region != nil {
-		m["region"] = []int{r.Region.X1, r.Region.Y1, r.Region.X2, r.Region.Y2}
-	}
-	return json.Marshal(m)
-}
-
 // BatchResult reports a batch.
 type BatchResult struct {
 	// Results has one entry per action of the batch, in order.
@@ -187,20 +167,6 @@ type BatchResult struct {
 	Queued time.Duration
 	// Elapsed is how long the batch ran, after queueing.
 	Elapsed time.Duration
-}
-
-// MarshalJSON encodes the report for web/: results, queued_ms, elapsed_ms.
-// The trailing capture (Screenshot, Zoom) is the caller's to act on.
-func (b BatchResult) MarshalJSON() ([]byte, error) {
-	results := b.Results
-	if results == nil {
-		results = []ActionResult{}
-	}
-	return json.Marshal(map[string]any{
-		"results":    results,
-		"queued_ms":  float64(b.Queued) / float64(time.Millisecond),
-		"elapsed_ms": float64(b.Elapsed) / float64(time.Millisecond),
-	})
 }
 
 // Validate checks a batch as Run would, without sending or queueing.
@@ -422,7 +388,7 @@ func (r *Runner) releaseButtons(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	for _, b := range slices.Backward(buttons) {
-		errs = append(errs, r.send(rctx, []Event{{Kind: ButtonEvent, Button: b, Down: false}}))
+		errs = append(errs, r.send(rctx, []desktop.InputEvent{{Kind: desktop.InputButton, Button: b, Down: false}}))
 	}
 	return errors.Join(errs...)
 }
@@ -470,11 +436,11 @@ func (r *Runner) moveTo(ctx context.Context, at *Point) error {
 	if at == nil {
 		return nil
 	}
-	return r.send(ctx, []Event{{Kind: MoveEvent, X: at.X, Y: at.Y}})
+	return r.send(ctx, []desktop.InputEvent{{Kind: desktop.InputMove, X: at.X, Y: at.Y}})
 }
 
 func (r *Runner) button(ctx context.Context, button string, down bool) error {
-	return r.send(ctx, []Event{{Kind: ButtonEvent, Button: button, Down: down}})
+	return r.send(ctx, []desktop.InputEvent{{Kind: desktop.InputButton, Button: button, Down: down}})
 }
 
 func (r *Runner) drag(ctx context.Context, s step) error {
@@ -510,7 +476,7 @@ func (r *Runner) keystroke(ctx context.Context, k keystroke) error {
 
 // keyFrame sends a keyboard frame no sooner than KeystrokeInterval after the
 // previous one: the typing rate.
-func (r *Runner) keyFrame(ctx context.Context, events []Event) error {
+func (r *Runner) keyFrame(ctx context.Context, events []desktop.InputEvent) error {
 	if !r.lastKeyFrame.IsZero() {
 		if wait := r.lastKeyFrame.Add(r.interval).Sub(r.now()); wait > 0 {
 			if err := r.sleep(ctx, wait); err != nil {
@@ -526,17 +492,17 @@ func (r *Runner) keyFrame(ctx context.Context, events []Event) error {
 // send sends one frame and tracks what it leaves held. When Send fails we
 // cannot know what reached the guest, so presses count as held (to be
 // released) and releases as not done.
-func (r *Runner) send(ctx context.Context, events []Event) error {
+func (r *Runner) send(ctx context.Context, events []desktop.InputEvent) error {
 	err := r.dev.Send(ctx, events)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range events {
 		switch e.Kind {
-		case KeyEvent:
+		case desktop.InputKey:
 			r.heldKeys = track(r.heldKeys, e.Key, e.Down, err == nil)
-		case ButtonEvent:
+		case desktop.InputButton:
 			r.heldButtons = track(r.heldButtons, e.Button, e.Down, err == nil)
-		case MoveEvent:
+		case desktop.InputMove:
 			r.pos, r.posKnown = Point{X: e.X, Y: e.Y}, err == nil
 		}
 	}
@@ -557,10 +523,10 @@ func track(held []string, name string, down, sent bool) []string {
 	return held
 }
 
-func keyEvents(keys []string, down bool) []Event {
-	events := make([]Event, len(keys))
+func keyEvents(keys []string, down bool) []desktop.InputEvent {
+	events := make([]desktop.InputEvent, len(keys))
 	for i, k := range keys {
-		events[i] = Event{Kind: KeyEvent, Key: k, Down: down}
+		events[i] = desktop.InputEvent{Kind: desktop.InputKey, Key: k, Down: down}
 	}
 	return events
 }

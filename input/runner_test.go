@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 var native = NativeSpace{Width: 1280, Height: 800}
@@ -26,28 +28,28 @@ func TestClickAtZeroReallyMovesThere(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindClick, At: &Point{0, 0}}}, RunOptions{})
 	assertFrames(t, dev.Frames(),
-		[]Event{mv(0, 0)},
-		[]Event{btn("left", true)},
-		[]Event{btn("left", false)},
+		[]desktop.InputEvent{mv(0, 0)},
+		[]desktop.InputEvent{btn("left", true)},
+		[]desktop.InputEvent{btn("left", false)},
 	)
 }
 
 func TestClickWithoutPointClicksInPlace(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindClick, Button: ButtonRight}}, RunOptions{})
-	assertFrames(t, dev.Frames(), []Event{btn("right", true)}, []Event{btn("right", false)})
+	assertFrames(t, dev.Frames(), []desktop.InputEvent{btn("right", true)}, []desktop.InputEvent{btn("right", false)})
 }
 
 func TestTripleClickWithModifiersHoldsThemAround(t *testing.T) {
 	r, dev, clock := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindClick, At: &Point{10, 20}, Count: 3, Modifiers: []string{"ctrl", "shift"}}}, RunOptions{})
 	assertFrames(t, dev.Frames(),
-		[]Event{key("ctrl", true), key("shift", true)},
-		[]Event{mv(10, 20)},
-		[]Event{btn("left", true)}, []Event{btn("left", false)},
-		[]Event{btn("left", true)}, []Event{btn("left", false)},
-		[]Event{btn("left", true)}, []Event{btn("left", false)},
-		[]Event{key("shift", false), key("ctrl", false)},
+		[]desktop.InputEvent{key("ctrl", true), key("shift", true)},
+		[]desktop.InputEvent{mv(10, 20)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
+		[]desktop.InputEvent{key("shift", false), key("ctrl", false)},
 	)
 	// The release waits one keystroke interval after the press: the fake
 	// clock does not advance during sends, so the whole interval remains.
@@ -63,7 +65,7 @@ func TestButtonsMapToQEMUNames(t *testing.T) {
 	} {
 		r, dev, _ := newTestRunner(t, nil)
 		run(t, r, Batch{{Kind: KindClick, Button: b}}, RunOptions{})
-		assertFrames(t, dev.Frames(), []Event{btn(want, true)}, []Event{btn(want, false)})
+		assertFrames(t, dev.Frames(), []desktop.InputEvent{btn(want, true)}, []desktop.InputEvent{btn(want, false)})
 	}
 }
 
@@ -75,7 +77,7 @@ func TestScaledSpaceMapsToNativeAndBack(t *testing.T) {
 		{Kind: KindCursorPosition},
 		{Kind: KindZoom, Region: &Rect{10, 20, 640, 400}},
 	}, RunOptions{Space: space})
-	assertFrames(t, dev.Frames(), []Event{mv(1278, 798)})
+	assertFrames(t, dev.Frames(), []desktop.InputEvent{mv(1278, 798)})
 	if c := res.Results[1].Cursor; c == nil || *c != (Point{639, 399}) {
 		t.Errorf("cursor = %v, want (639, 399) in the scaled space", c)
 	}
@@ -182,7 +184,7 @@ func TestInvalidBatchSendsNothing(t *testing.T) {
 func TestStopsAtFirstFailureAndReleasesEverything(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindMouseDown, At: &Point{5, 5}, Button: ButtonRight}}, RunOptions{})
-	dev.failOn = func(n int, ev []Event) bool { return ev[0].Kind == KeyEvent && ev[0].Key == "b" }
+	dev.failOn = func(n int, ev []desktop.InputEvent) bool { return ev[0].Kind == desktop.InputKey && ev[0].Key == "b" }
 	res, err := r.Run(context.Background(), Batch{
 		{Kind: KindKey, Chord: "a"},
 		{Kind: KindHoldKey, Keys: []string{"b"}, Duration: time.Second},
@@ -204,9 +206,9 @@ func TestStopsAtFirstFailureAndReleasesEverything(t *testing.T) {
 	frames := dev.Frames()
 	assertFrames(t, frames[2:],
 		tap("a"),
-		[]Event{key("b", true)},      // failed: it may have reached the guest
-		[]Event{btn("right", false)}, // held since the earlier batch
-		[]Event{key("b", false)},
+		[]desktop.InputEvent{key("b", true)},      // failed: it may have reached the guest
+		[]desktop.InputEvent{btn("right", false)}, // held since the earlier batch
+		[]desktop.InputEvent{key("b", false)},
 	)
 	if b, k := r.Held(); len(b) != 0 || len(k) != 0 {
 		t.Errorf("still held after the failure: buttons %v keys %v", b, k)
@@ -227,8 +229,8 @@ func TestHoldKeyReleasesWhenContextEnds(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	assertFrames(t, dev.Frames(),
-		[]Event{key("shift", true), key("a", true)},
-		[]Event{key("a", false), key("shift", false)},
+		[]desktop.InputEvent{key("shift", true), key("a", true)},
+		[]desktop.InputEvent{key("a", false), key("shift", false)},
 	)
 	if _, k := r.Held(); len(k) != 0 {
 		t.Errorf("keys still held: %v", k)
@@ -239,8 +241,8 @@ func TestModifiersReleasedWhenContextEndsMidClick(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dev.block = func(bctx context.Context, ev []Event) error {
-		if ev[0].Kind == ButtonEvent && ev[0].Down {
+	dev.block = func(bctx context.Context, ev []desktop.InputEvent) error {
+		if ev[0].Kind == desktop.InputButton && ev[0].Down {
 			cancel()
 			return bctx.Err()
 		}
@@ -255,7 +257,7 @@ func TestModifiersReleasedWhenContextEndsMidClick(t *testing.T) {
 		t.Fatalf("frames:\n%s", framesString(frames))
 	}
 	// The press may have reached the guest: release it, then the modifier.
-	assertFrames(t, frames[len(frames)-2:], []Event{btn("left", false)}, []Event{key("alt", false)})
+	assertFrames(t, frames[len(frames)-2:], []desktop.InputEvent{btn("left", false)}, []desktop.InputEvent{key("alt", false)})
 	if b, k := r.Held(); len(b) != 0 || len(k) != 0 {
 		t.Errorf("still held: buttons %v keys %v", b, k)
 	}
@@ -274,9 +276,9 @@ func TestMouseDownUpAndCursorAcrossBatches(t *testing.T) {
 		t.Errorf("cursor = %v, want (50, 60)", c)
 	}
 	assertFrames(t, dev.Frames(),
-		[]Event{mv(5, 6)}, []Event{btn("left", true)},
-		[]Event{mv(50, 60)},
-		[]Event{btn("left", false)},
+		[]desktop.InputEvent{mv(5, 6)}, []desktop.InputEvent{btn("left", true)},
+		[]desktop.InputEvent{mv(50, 60)},
+		[]desktop.InputEvent{btn("left", false)},
 	)
 	if b, _ := r.Held(); len(b) != 0 {
 		t.Errorf("held buttons = %v after mouse_up", b)
@@ -300,10 +302,10 @@ func TestScrollNotchesAreWheelPressReleasePairs(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindScroll, At: &Point{100, 200}, DY: -2, DX: 1}}, RunOptions{})
 	assertFrames(t, dev.Frames(),
-		[]Event{mv(100, 200)},
-		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
-		[]Event{btn("wheel-up", true)}, []Event{btn("wheel-up", false)},
-		[]Event{btn("wheel-right", true)}, []Event{btn("wheel-right", false)},
+		[]desktop.InputEvent{mv(100, 200)},
+		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
+		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
+		[]desktop.InputEvent{btn("wheel-right", true)}, []desktop.InputEvent{btn("wheel-right", false)},
 	)
 }
 
@@ -311,15 +313,15 @@ func TestDragPaths(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{1, 2}, {3, 4}, {5, 6}}}}, RunOptions{})
 	assertFrames(t, dev.Frames(),
-		[]Event{mv(1, 2)}, []Event{btn("left", true)},
-		[]Event{mv(3, 4)}, []Event{mv(5, 6)},
-		[]Event{btn("left", false)},
+		[]desktop.InputEvent{mv(1, 2)}, []desktop.InputEvent{btn("left", true)},
+		[]desktop.InputEvent{mv(3, 4)}, []desktop.InputEvent{mv(5, 6)},
+		[]desktop.InputEvent{btn("left", false)},
 	)
 
 	r, dev, _ = newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{9, 9}}}}, RunOptions{})
 	assertFrames(t, dev.Frames(), // from wherever the pointer is
-		[]Event{btn("left", true)}, []Event{mv(9, 9)}, []Event{btn("left", false)},
+		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{mv(9, 9)}, []desktop.InputEvent{btn("left", false)},
 	)
 }
 
@@ -336,8 +338,8 @@ func TestChordTooLongForThePS2QueueIsSplit(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	run(t, r, Batch{{Kind: KindKey, Chord: "ctrl+alt+shift+super+Delete"}}, RunOptions{})
 	assertFrames(t, dev.Frames(),
-		[]Event{key("ctrl", true), key("alt", true), key("shift", true), key("meta_l", true), key("delete", true)},
-		[]Event{key("delete", false), key("meta_l", false), key("shift", false), key("alt", false), key("ctrl", false)},
+		[]desktop.InputEvent{key("ctrl", true), key("alt", true), key("shift", true), key("meta_l", true), key("delete", true)},
+		[]desktop.InputEvent{key("delete", false), key("meta_l", false), key("shift", false), key("alt", false), key("ctrl", false)},
 	)
 }
 
@@ -393,8 +395,8 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	dev.block = func(ctx context.Context, ev []Event) error {
-		if ev[0].Kind == MoveEvent && ev[0].X == 1 {
+	dev.block = func(ctx context.Context, ev []desktop.InputEvent) error {
+		if ev[0].Kind == desktop.InputMove && ev[0].X == 1 {
 			started <- struct{}{}
 			<-release
 		}
@@ -447,7 +449,7 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 	for range 3 {
 		<-done
 	}
-	assertFrames(t, dev.Frames(), []Event{mv(1, 0)}, []Event{mv(2, 0)}, []Event{mv(3, 0)})
+	assertFrames(t, dev.Frames(), []desktop.InputEvent{mv(1, 0)}, []desktop.InputEvent{mv(2, 0)}, []desktop.InputEvent{mv(3, 0)})
 }
 
 func TestGuestErrorFailsTheAction(t *testing.T) {
@@ -468,17 +470,6 @@ func TestNewRunnerNeedsADevice(t *testing.T) {
 	}
 }
 
-func TestActionResultJSON(t *testing.T) {
-	b, err := ActionResult{Index: 2, Kind: KindCursorPosition, Status: StatusOK, Elapsed: 1500 * time.Microsecond, Cursor: &Point{3, 4}}.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"action":"cursor_position","cursor":{"x":3,"y":4},"elapsed_ms":1.5,"index":2,"status":"ok"}`
-	if string(b) != want {
-		t.Errorf("got %s\nwant %s", b, want)
-	}
-}
-
 func equalSlices[T comparable](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
@@ -489,21 +480,6 @@ func equalSlices[T comparable](a, b []T) bool {
 		}
 	}
 	return true
-}
-
-func TestBatchResultJSON(t *testing.T) {
-	res := BatchResult{
-		Results: []ActionResult{{Index: 0, Kind: KindClick, Status: StatusError, Error: "send input: gone"}},
-		Queued:  2 * time.Millisecond, Elapsed: 3 * time.Millisecond,
-	}
-	b, err := res.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"elapsed_ms":3,"queued_ms":2,"results":[{"action":"click","elapsed_ms":0,"error":"send input: gone","index":0,"status":"error"}]}`
-	if string(b) != want {
-		t.Errorf("got %s\nwant %s", b, want)
-	}
 }
 
 func TestSleepContext(t *testing.T) {
@@ -549,7 +525,7 @@ func TestRunnerValidateAndRelease(t *testing.T) {
 	if err := r.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	assertFrames(t, dev.Frames(), []Event{btn("middle", true)}, []Event{btn("middle", false)})
+	assertFrames(t, dev.Frames(), []desktop.InputEvent{btn("middle", true)}, []desktop.InputEvent{btn("middle", false)})
 	if b, _ := r.Held(); len(b) != 0 {
 		t.Errorf("held after Release: %v", b)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 )
@@ -56,25 +57,20 @@ func (s *Server) postAnthropic(c *gin.Context) {
 		failed(call, input.BatchResult{}, err)
 		return
 	}
-	t, err := s.inputTarget(c.Param("id"))
-	if err != nil {
-		failed(call, input.BatchResult{}, err)
-		return
-	}
-	spec.batch, spec.screenshot = call.Batch, call.WantsScreenshot()
-	out, err := s.run(c.Request.Context(), t, spec)
+	spec.Batch, spec.Screenshot = call.Batch, call.WantsScreenshot()
+	out, err := s.cfg.Drive.Run(c.Request.Context(), c.Param("id"), spec)
 	if err == nil {
-		err = out.err
+		err = out.Err
 	}
 	if err != nil {
-		failed(call, out.res, err)
+		failed(call, out.Result, err)
 		return
 	}
 	var img *input.Image
-	if out.shot != nil {
-		img = &input.Image{MediaType: out.shot.ContentType(), Data: out.shot.Data}
+	if out.Picture != nil {
+		img = &input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
 	}
-	c.JSON(http.StatusOK, input.NewAnthropicToolResult(toolUseID, call, out.res, nil, img))
+	c.JSON(http.StatusOK, input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, img))
 }
 
 // decodeAnthropicBody reads the input of a computer tool_use block, or the
@@ -139,29 +135,25 @@ func (s *Server) postOpenAI(c *gin.Context) {
 		}
 		c.AbortWithStatusJSON(status, api.Error{Error: eb})
 	}
-	t, err := s.inputTarget(c.Param("id"))
-	if err != nil {
-		failed(err)
-		return
-	}
 	// A computer_call_output always carries the screenshot after the call.
-	spec.batch, spec.screenshot = call.Batch, true
-	out, err := s.run(c.Request.Context(), t, spec)
+	spec.Batch, spec.Screenshot = call.Batch, true
+	out, err := s.cfg.Drive.Run(c.Request.Context(), c.Param("id"), spec)
 	if err == nil {
-		err = out.err
+		err = out.Err
 	}
 	if err != nil {
 		failed(err)
 		return
 	}
-	img := input.Image{MediaType: out.shot.ContentType(), Data: out.shot.Data}
+	img := input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
 	c.JSON(http.StatusOK, input.NewOpenAIOutput(call, img, ack))
 }
 
 // adapterSpec reads what an adapter call takes besides its body: the
 // declared display, and optionally format, quality, settle_ms, timeout_ms.
-func adapterSpec(c *gin.Context, wName, hName string) (runSpec, bool) {
-	spec := runSpec{settle: screenshot.DefaultQuiet, timeout: defaultSettleTimeout, format: screenshot.PNG, cursor: true}
+func adapterSpec(c *gin.Context, wName, hName string) (drive.Request, bool) {
+	spec := drive.NewRequest(nil)
+	spec.Cursor = true
 	// Either adapter's names are accepted, so an agent that mixes them up
 	// still gets what it declared.
 	w, ok := dimParam(c, []string{wName, "display_width_px", "display_width"}, "X-Display-Width")
@@ -173,27 +165,27 @@ func adapterSpec(c *gin.Context, wName, hName string) (runSpec, bool) {
 		return spec, false
 	}
 	var err error
-	if spec.display, err = displaySize(w, h, wName, hName); err != nil {
+	if spec.Display, err = displaySize(w, h, wName, hName); err != nil {
 		failWith(c, err)
 		return spec, false
 	}
-	if spec.format, err = imageFormat(c.Query("format"), "format"); err != nil {
+	if spec.Format, err = imageFormat(c.Query("format"), "format"); err != nil {
 		failWith(c, err)
 		return spec, false
 	}
 	if v := c.Query("quality"); v != "" {
 		q, err := strconv.Atoi(v)
-		if err != nil || q < 1 || q > 100 || spec.format != screenshot.JPEG {
+		if err != nil || q < 1 || q > 100 || spec.Format != screenshot.JPEG {
 			badRequest(c, "quality", fmt.Sprintf("quality %q: a JPEG quality is 1 to 100, with format=jpeg", v))
 			return spec, false
 		}
-		spec.quality = q
+		spec.Quality = q
 	}
-	if spec.settle, err = msParam(c.Query("settle_ms"), spec.settle, 0, maxSettle); err != nil {
+	if spec.Settle, err = msParam(c.Query("settle_ms"), spec.Settle, 0, drive.MaxSettle); err != nil {
 		badRequest(c, "settle_ms", err.Error())
 		return spec, false
 	}
-	if spec.timeout, err = msParam(c.Query("timeout_ms"), spec.timeout, 0, maxTimeout); err != nil {
+	if spec.SettleTimeout, err = msParam(c.Query("timeout_ms"), spec.SettleTimeout, 0, drive.MaxSettleTimeout); err != nil {
 		badRequest(c, "timeout_ms", err.Error())
 		return spec, false
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 )
 
 // The control WebSocket lets one agent pipeline requests without HTTP
@@ -59,15 +60,12 @@ type controlSession struct {
 
 type controlBatch struct {
 	id  string
-	req batchRequest
+	req drive.Request
 	ctx context.Context
 }
 
 func (s *Server) controlSocket(c *gin.Context) {
 	if !mayDrive(c) {
-		return
-	}
-	if _, ok := s.actions(c); !ok {
 		return
 	}
 	id := c.Param("id")
@@ -185,7 +183,7 @@ func (cs *controlSession) reject(ctx context.Context, id string, err error) {
 }
 
 func (cs *controlSession) dispatch(ctx context.Context, data []byte) {
-	var env controlFields
+	var env api.ControlMessage
 	if err := json.Unmarshal(data, &env); err != nil {
 		cs.reject(ctx, "", jsonFieldError(err))
 		return
@@ -235,7 +233,7 @@ func (cs *controlSession) dispatch(ctx context.Context, data []byte) {
 		return
 	}
 	var er struct {
-		controlFields
+		api.ControlMessage
 		api.ExecRequest
 	}
 	if err := strictJSON(data, &er); err != nil {
@@ -312,49 +310,31 @@ func (cs *controlSession) runBatches(ctx context.Context) {
 			return
 		case b = <-cs.batches:
 		}
-		t, err := cs.s.inputTarget(cs.id)
+		out, err := cs.s.cfg.Drive.Run(b.ctx, cs.id, b.req)
 		if err != nil {
 			cs.answer(ctx, b.id, nil, err)
 			continue
 		}
-		out, err := cs.s.run(b.ctx, t, b.req.spec())
-		if err != nil {
-			cs.answer(ctx, b.id, nil, err)
-			continue
-		}
-		resp := out.response(b.req.settle)
-		if out.err != nil {
-			_, eb := errorOf(out.err)
-			resp.Error = &eb
-		}
-		cs.answer(ctx, b.id, resp, out.err)
+		cs.answer(ctx, b.id, response(out, b.req.Settle), out.Err)
 	}
 }
 
-func (cs *controlSession) exec(rctx, ctx context.Context, id string, req ExecRequest, stream bool) {
-	d, err := cs.s.cfg.Manager.Get(cs.id)
-	if err == nil && d.State != desktop.StateRunning {
-		err = &desktop.TransitionError{ID: cs.id, From: d.State, Action: "reach the guest agent of"}
-	}
-	if err != nil {
-		cs.answer(ctx, id, nil, err)
-		return
-	}
-	var res ExecResult
+func (cs *controlSession) exec(rctx, ctx context.Context, id string, req drive.ExecRequest, stream bool) {
+	var res drive.ExecResult
+	var err error
 	if stream {
-		res, err = cs.s.cfg.Actions.ExecStream(rctx, cs.id, req, func(name string, data []byte) {
+		res, err = cs.s.cfg.Drive.ExecStream(rctx, cs.id, req, func(name string, data []byte) {
 			m := api.ControlReply{ID: id, Type: "exec.output", Stream: name}
 			m.Data, m.DataBase64 = textOrBytes(data)
 			cs.send(ctx, m)
 		})
 	} else {
-		res, err = cs.s.cfg.Actions.Exec(rctx, cs.id, req)
+		res, err = cs.s.cfg.Drive.Exec(rctx, cs.id, req)
 	}
 	if err != nil {
 		cs.answer(ctx, id, nil, err)
 		return
 	}
-	cs.s.cfg.Manager.Touch(cs.id)
 	cs.answer(ctx, id, execResponse(res), nil)
 }
 
@@ -394,7 +374,7 @@ func (cs *controlSession) desktopEvents(ctx context.Context) {
 // screenEventEvery; an agent that sees one knows a fresh screenshot shows
 // something new.
 func (cs *controlSession) screenEvents(ctx context.Context) {
-	scr, ok := cs.s.cfg.Screens.Screen(cs.id)
+	scr, ok := cs.s.cfg.Drive.Screen(cs.id)
 	if !ok {
 		<-ctx.Done()
 		return

@@ -13,112 +13,67 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 )
 
-// Bounds of a batch request's own fields (the actions have input.Limits).
-const (
-	maxSettle  = 10 * time.Second
-	maxTimeout = time.Minute
-	// defaultSettleTimeout bounds the wait for a quiet screen.
-	defaultSettleTimeout = 5 * time.Second
-)
-
-// batchRequest is a decoded, checked POST /actions body (or control
-// WebSocket "actions" message).
-type batchRequest struct {
-	batch      input.Batch
-	screenshot bool
-	// settle is the quiet period before a screenshot; 0 captures at once.
-	settle  time.Duration
-	timeout time.Duration
-	// display is the declared coordinate space; zero means native.
-	display image.Point
-	format  screenshot.Format
-	quality int
-	cursor  bool
-}
-
-// batchFields is the JSON form of a batch request; actions are decoded by
-// input.DecodeBatch, which names the offending field inside them.
-type batchFields struct {
-	Actions       json.RawMessage `json:"actions"`
-	Screenshot    bool            `json:"screenshot"`
-	SettleMs      *int            `json:"settle_ms"`
-	TimeoutMs     *int            `json:"timeout_ms"`
-	DisplayWidth  int             `json:"display_width"`
-	DisplayHeight int             `json:"display_height"`
-	Format        string          `json:"format"`
-	Quality       int             `json:"quality"`
-	Cursor        bool            `json:"cursor"`
-}
-
-// controlFields are the envelope fields a control WebSocket message adds.
-type controlFields struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Stream bool   `json:"stream"`
-}
-
 // decodeBatchRequest decodes a batch request strictly. Every error is an
 // *input.ValidationError naming the field at fault, so nothing is sent for
 // a request that fails here.
-func decodeBatchRequest(data []byte) (batchRequest, error) {
-	var f batchFields
-	if err := strictJSON(data, &f); err != nil {
-		return batchRequest{}, err
+func decodeBatchRequest(data []byte) (drive.Request, error) {
+	var r api.ActionsRequest
+	if err := strictJSON(data, &r); err != nil {
+		return drive.Request{}, err
 	}
-	return f.check()
+	return batchRequest(r)
 }
 
 // decodeControlBatch decodes an "actions" message of the control
 // WebSocket: a batch request with the envelope's fields beside it.
-func decodeControlBatch(data []byte) (batchRequest, error) {
-	var f struct {
-		controlFields
-		batchFields
+func decodeControlBatch(data []byte) (drive.Request, error) {
+	var m struct {
+		api.ControlMessage
+		api.ActionsRequest
 	}
-	if err := strictJSON(data, &f); err != nil {
-		return batchRequest{}, err
+	if err := strictJSON(data, &m); err != nil {
+		return drive.Request{}, err
 	}
-	return f.batchFields.check()
+	return batchRequest(m.ActionsRequest)
 }
 
-func (f batchFields) check() (batchRequest, error) {
-	if len(f.Actions) == 0 || string(f.Actions) == "null" {
-		return batchRequest{}, &input.ValidationError{Field: "actions", Reason: "required: a list of actions"}
+// batchRequest checks a batch request's own fields (the actions are
+// checked by the drive service, against the desktop's screen).
+func batchRequest(f api.ActionsRequest) (drive.Request, error) {
+	if f.Actions == nil {
+		return drive.Request{}, &input.ValidationError{Field: "actions", Reason: "required: a list of actions"}
 	}
-	batch, err := input.DecodeBatch(f.Actions)
-	if err != nil {
-		return batchRequest{}, err
+	if len(f.Actions) == 0 {
+		return drive.Request{}, &input.ValidationError{Field: "actions", Reason: "no actions given"}
 	}
-	if len(batch) == 0 {
-		return batchRequest{}, &input.ValidationError{Field: "actions", Reason: "no actions given"}
-	}
-	r := batchRequest{
-		batch: batch, screenshot: f.Screenshot, settle: screenshot.DefaultQuiet, timeout: defaultSettleTimeout,
-		format: screenshot.PNG, quality: f.Quality, cursor: f.Cursor,
-	}
+	r := drive.NewRequest(f.Actions)
+	r.Screenshot, r.Quality, r.Cursor, r.MidShots = f.Screenshot, f.Quality, f.Cursor, true
+	var err error
 	if f.SettleMs != nil {
-		if *f.SettleMs < 0 || time.Duration(*f.SettleMs)*time.Millisecond > maxSettle {
-			return r, fieldError("settle_ms", "%d: use 0 (capture at once) to %d", *f.SettleMs, maxSettle.Milliseconds())
+		if *f.SettleMs < 0 || time.Duration(*f.SettleMs)*time.Millisecond > drive.MaxSettle {
+			return r, fieldError("settle_ms", "%d: use 0 (capture at once) to %d", *f.SettleMs, drive.MaxSettle.Milliseconds())
 		}
-		r.settle = time.Duration(*f.SettleMs) * time.Millisecond
+		r.Settle = time.Duration(*f.SettleMs) * time.Millisecond
 	}
 	if f.TimeoutMs != nil {
-		if *f.TimeoutMs < 0 || time.Duration(*f.TimeoutMs)*time.Millisecond > maxTimeout {
-			return r, fieldError("timeout_ms", "%d: use 0 to %d", *f.TimeoutMs, maxTimeout.Milliseconds())
+		if *f.TimeoutMs < 0 || time.Duration(*f.TimeoutMs)*time.Millisecond > drive.MaxSettleTimeout {
+			return r, fieldError("timeout_ms", "%d: use 0 to %d", *f.TimeoutMs, drive.MaxSettleTimeout.Milliseconds())
 		}
-		r.timeout = time.Duration(*f.TimeoutMs) * time.Millisecond
+		r.SettleTimeout = time.Duration(*f.TimeoutMs) * time.Millisecond
 	}
-	if r.display, err = displaySize(f.DisplayWidth, f.DisplayHeight, "display_width", "display_height"); err != nil {
+	if r.Display, err = displaySize(f.DisplayWidth, f.DisplayHeight, "display_width", "display_height"); err != nil {
 		return r, err
 	}
-	if r.format, err = imageFormat(f.Format, "format"); err != nil {
+	if r.Format, err = imageFormat(f.Format, "format"); err != nil {
 		return r, err
 	}
-	if f.Quality != 0 && (f.Quality < 1 || f.Quality > 100 || r.format != screenshot.JPEG) {
+	if f.Quality != 0 && (f.Quality < 1 || f.Quality > 100 || r.Format != screenshot.JPEG) {
 		return r, fieldError("quality", "%d: a JPEG quality is 1 to 100, with format jpeg", f.Quality)
 	}
 	return r, nil
@@ -170,6 +125,10 @@ func strictJSON(data []byte, v any) error {
 
 // jsonFieldError names the field an encoding/json error is about.
 func jsonFieldError(err error) error {
+	var ve *input.ValidationError
+	if errors.As(err, &ve) {
+		return ve // from a type's own decoder (input.Batch), naming its field
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		field := jsonPath(te.Field)
@@ -186,7 +145,7 @@ func jsonFieldError(err error) error {
 }
 
 // jsonPath drops the Go names of embedded structs from encoding/json's
-// field path ("batchFields.settle_ms"): the API's JSON names are all
+// field path ("ActionsRequest.settle_ms"): the API's JSON names are all
 // lowercase.
 func jsonPath(field string) string {
 	parts := strings.Split(field, ".")

@@ -12,14 +12,6 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// Event is a desktop event as the API sends it.
-type Event struct {
-	Type    string      `json:"type"`
-	Desktop api.Desktop `json:"desktop"`
-	Time    time.Time   `json:"time"`
-	Summary string      `json:"summary,omitempty"`
-}
-
 // eventStream sends desktop events as server-sent events, for the
 // dashboard; ?desktop=ID narrows them to one desktop.
 func (s *Server) eventStream(c *gin.Context) {
@@ -47,7 +39,7 @@ func (s *Server) eventStream(c *gin.Context) {
 			if only != "" && ev.Desktop.ID != only {
 				continue
 			}
-			b, _ := json.Marshal(Event{Type: string(ev.Type), Desktop: s.view(ev.Desktop), Time: ev.Time, Summary: ev.Summary})
+			b, _ := json.Marshal(api.Event{Type: string(ev.Type), Desktop: s.view(ev.Desktop), Time: ev.Time, Summary: ev.Summary})
 			fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", ev.Type, b)
 			c.Writer.Flush()
 		case <-keepalive.C:
@@ -87,18 +79,12 @@ func (s *Server) onControlChange(id string, fn func()) (stop func()) {
 	return func() { close(done); unsubscribe() }
 }
 
-// SetControl is the body of POST /v1/desktops/{id}/control.
-type SetControl struct {
-	Holder string `json:"holder"` // "person" takes control, "agent" hands it back
-	By     string `json:"by,omitempty"`
-}
-
 func (s *Server) setControl(c *gin.Context) {
 	if !mayControl(c) {
 		abort(c, http.StatusForbidden, "forbidden", "this token may only watch: ask for a control token", "")
 		return
 	}
-	var req SetControl
+	var req api.SetControl
 	if !decodeJSON(c, &req) {
 		return
 	}

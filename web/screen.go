@@ -10,41 +10,20 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/screenshot"
 	"github.com/warmdesk/warmdesk/vnc"
 )
 
-// firstFrameWait bounds how long a request waits for a new mirror's first
-// frame (right after a create or a hostd restart).
-const firstFrameWait = 10 * time.Second
-
 // liveScreen finds a desktop's screen, once its mirror holds a frame. A
 // paused desktop still has a screen; a hibernated or failed one does not.
-func (s *Server) liveScreen(c *gin.Context) (Screen, desktop.Desktop, bool) {
-	id := c.Param("id")
-	d, err := s.cfg.Manager.Get(id)
+func (s *Server) liveScreen(c *gin.Context) (drive.Screen, bool) {
+	scr, _, err := s.cfg.Drive.LiveScreen(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		fail(c, err)
-		return nil, d, false
+		return nil, false
 	}
-	if !d.State.Live() {
-		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "show the screen of"})
-		return nil, d, false
-	}
-	scr, ok := s.cfg.Screens.Screen(id)
-	if !ok {
-		fail(c, fmt.Errorf("%w: desktop %s has no screen yet", desktop.ErrUnavailable, id))
-		return nil, d, false
-	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), firstFrameWait)
-	defer cancel()
-	select {
-	case <-scr.Ready():
-	case <-ctx.Done():
-		fail(c, fmt.Errorf("%w: desktop %s: no picture from its VNC server within %s", desktop.ErrUnavailable, id, firstFrameWait))
-		return nil, d, false
-	}
-	return scr, d, true
+	return scr, true
 }
 
 func (s *Server) screenshot(c *gin.Context) {
@@ -53,7 +32,7 @@ func (s *Server) screenshot(c *gin.Context) {
 		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
 		return
 	}
-	scr, _, ok := s.liveScreen(c)
+	scr, ok := s.liveScreen(c)
 	if !ok {
 		return
 	}
@@ -80,7 +59,7 @@ func (s *Server) screenshotSettled(c *gin.Context) {
 		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
 		return
 	}
-	scr, _, ok := s.liveScreen(c)
+	scr, ok := s.liveScreen(c)
 	if !ok {
 		return
 	}
@@ -92,7 +71,7 @@ func (s *Server) screenshotSettled(c *gin.Context) {
 	s.sendShot(c, scr, opts, &st)
 }
 
-func (s *Server) sendShot(c *gin.Context, scr Screen, opts screenshot.Options, st *screenshot.Settle) {
+func (s *Server) sendShot(c *gin.Context, scr drive.Screen, opts screenshot.Options, st *screenshot.Settle) {
 	shot, err := scr.Capture(c.Request.Context(), opts)
 	if err != nil {
 		fail(c, err)
@@ -155,7 +134,7 @@ func (s *Server) vncSocket(c *gin.Context) {
 		fail(c, fmt.Errorf("%w: an agent is in control of %s: take control first (POST /v1/desktops/%s/control {\"holder\":\"person\"})", desktop.ErrConflict, id, id))
 		return
 	}
-	scr, ok := s.cfg.Screens.Screen(id)
+	scr, ok := s.cfg.Drive.Screen(id)
 	if !ok || !d.State.Live() {
 		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "view"})
 		return

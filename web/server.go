@@ -1,15 +1,13 @@
 // Package web is hostd's HTTP face: the versioned JSON API under /v1, the
 // WebSocket channels (control, VNC for noVNC), the dashboard and viewer
-// pages, and the mapping of domain errors to HTTP statuses. It reaches
-// desktops only through desktop.Manager and the Screens interface, never a
-// concrete driver.
+// pages, and the mapping of domain errors to HTTP statuses. It decodes,
+// calls desktop.Manager for lifecycles and the drive service for everything
+// that drives a desktop, and encodes: it never reaches a driver.
 package web
 
 import (
-	"context"
 	"crypto/subtle"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -17,37 +15,19 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/screenshot"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/vnc"
 )
-
-// Screen is one desktop's live screen, as hostd/app provides it.
-type Screen interface {
-	// Source is the live framebuffer.
-	Source() screenshot.Source
-	// Capture encodes a picture, cached per change.
-	Capture(ctx context.Context, o screenshot.Options) (screenshot.Shot, error)
-	// Dial opens a new connection to the desktop's VNC server.
-	Dial(ctx context.Context) (net.Conn, error)
-	// Ready is closed once the mirror holds a first complete frame.
-	Ready() <-chan struct{}
-}
-
-// Screens finds a desktop's screen.
-type Screens interface {
-	Screen(id string) (Screen, bool)
-}
 
 // Config wires a Server.
 type Config struct {
 	Manager *desktop.Manager
-	Screens Screens
+	// Drive drives the desktops and keeps their screens. Required.
+	Drive *drive.Service
 	// Token is the daemon's bearer token; every route but /healthz needs it.
 	Token   string
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Actions runs input on desktops; nil until the action API is wired.
-	Actions Actions
 }
 
 // Server serves the API and pages.

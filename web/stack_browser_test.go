@@ -106,10 +106,10 @@ func (l *requestLog) count() int {
 }
 
 // issue makes a per-desktop token.
-func (s *stack) issue(t *testing.T, role string) web.IssuedToken {
+func (s *stack) issue(t *testing.T, role string) api.IssuedToken {
 	t.Helper()
-	var out web.IssuedToken
-	if err := s.api.Do(context.Background(), "POST", "/v1/desktops/"+s.desktop.ID+"/tokens", web.IssueToken{Role: role}, &out); err != nil {
+	var out api.IssuedToken
+	if err := s.api.Do(context.Background(), "POST", "/v1/desktops/"+s.desktop.ID+"/tokens", api.IssueToken{Role: role}, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -126,7 +126,7 @@ func (s *stack) get(t *testing.T) api.Desktop {
 
 func (s *stack) setControl(t *testing.T, holder, by string) {
 	t.Helper()
-	if err := s.api.Do(context.Background(), "POST", "/v1/desktops/"+s.desktop.ID+"/control", web.SetControl{Holder: holder, By: by}, nil); err != nil {
+	if err := s.api.Do(context.Background(), "POST", "/v1/desktops/"+s.desktop.ID+"/control", api.SetControl{Holder: holder, By: by}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -107,23 +107,6 @@ func mayControl(c *gin.Context) bool {
 	return !ok || g.role == RoleControl
 }
 
-// IssueToken is the body of POST /v1/desktops/{id}/tokens.
-type IssueToken struct {
-	Role string       `json:"role"`
-	TTL  api.Duration `json:"ttl,omitempty"`
-}
-
-// IssuedToken is its answer.
-type IssuedToken struct {
-	Token     string    `json:"token"`
-	Role      string    `json:"role"`
-	ExpiresAt time.Time `json:"expires_at"`
-	// ViewerURL opens the viewer with the token in the URL fragment, which
-	// browsers never send to servers or in Referer headers; the page moves
-	// it to session storage and clears it from the address bar.
-	ViewerURL string `json:"viewer_url"`
-}
-
 func (s *Server) issueToken(c *gin.Context) {
 	if !s.daemonOnly(c) {
 		return
@@ -133,7 +116,7 @@ func (s *Server) issueToken(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	req := IssueToken{Role: RoleView}
+	req := api.IssueToken{Role: RoleView}
 	if !decodeJSON(c, &req) {
 		return
 	}
@@ -150,5 +133,5 @@ func (s *Server) issueToken(c *gin.Context) {
 		return
 	}
 	tok, exp := s.views.issue(id, req.Role, ttl)
-	c.JSON(http.StatusCreated, IssuedToken{Token: tok, Role: req.Role, ExpiresAt: exp, ViewerURL: "/desktops/" + id + "#token=" + tok})
+	c.JSON(http.StatusCreated, api.IssuedToken{Token: tok, Role: req.Role, ExpiresAt: exp, ViewerURL: "/desktops/" + id + "#token=" + tok})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/vnc"
 )
@@ -26,19 +27,6 @@ type tcpListener struct {
 	cancel   context.CancelFunc
 }
 
-// VNCListener is the answer of POST /v1/desktops/{id}/vnc/tcp.
-type VNCListener struct {
-	Address  string `json:"address"`
-	Password string `json:"password"`
-	ViewOnly bool   `json:"view_only"`
-}
-
-// OpenVNCListener is its body.
-type OpenVNCListener struct {
-	// ViewOnly drops the clients' input (default true).
-	ViewOnly *bool `json:"view_only,omitempty"`
-}
-
 func (s *Server) openVNCListener(c *gin.Context) {
 	if !s.daemonOnly(c) {
 		return
@@ -49,12 +37,12 @@ func (s *Server) openVNCListener(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	var req OpenVNCListener
+	var req api.OpenVNCListener
 	if !decodeJSON(c, &req) {
 		return
 	}
 	viewOnly := req.ViewOnly == nil || *req.ViewOnly
-	scr, ok := s.cfg.Screens.Screen(id)
+	scr, ok := s.cfg.Drive.Screen(id)
 	if !ok || !d.State.Live() {
 		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "open a VNC listener on"})
 		return
@@ -66,7 +54,7 @@ func (s *Server) openVNCListener(c *gin.Context) {
 	}
 	if cur, ok := s.tcp.by[id]; ok {
 		if cur.viewOnly == viewOnly {
-			c.JSON(http.StatusOK, VNCListener{Address: cur.l.Addr().String(), Password: cur.l.Password(), ViewOnly: viewOnly})
+			c.JSON(http.StatusOK, api.VNCListener{Address: cur.l.Addr().String(), Password: cur.l.Password(), ViewOnly: viewOnly})
 			return
 		}
 		cur.cancel()
@@ -84,7 +72,7 @@ func (s *Server) openVNCListener(c *gin.Context) {
 	entry := &tcpListener{l: l, viewOnly: viewOnly, cancel: func() { cancel(); l.Close() }}
 	s.tcp.by[id] = entry
 	go s.closeWhenGone(id, entry)
-	c.JSON(http.StatusCreated, VNCListener{Address: l.Addr().String(), Password: l.Password(), ViewOnly: viewOnly})
+	c.JSON(http.StatusCreated, api.VNCListener{Address: l.Addr().String(), Password: l.Password(), ViewOnly: viewOnly})
 }
 
 // closeWhenGone closes a desktop's listener when the desktop is deleted.

@@ -1,3 +1,7 @@
+// Package app is hostd's composition root: it wires the driver, the
+// snapshot catalog, the records store, the Manager, the screen mirrors, the
+// drive service and the web server together, and serves until told to
+// stop. It holds no behaviour of its own beyond that.
 package app
 
 import (
@@ -14,6 +18,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/web"
@@ -27,8 +32,8 @@ type App struct {
 	Catalog *desktop.Catalog
 	Store   *store.Store
 	Manager *desktop.Manager
-	Screens *Screens
-	Actions *Actions
+	Mirrors *drive.Mirrors
+	Drive   *drive.Service
 	Web     *web.Server
 	Token   string
 	// NewToken is set when the token was made at this start.
@@ -55,20 +60,20 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Screens = NewScreens(context.WithoutCancel(ctx), log)
-	if a.Driver, err = NewDriver(ctx, cfg, a.Screens, log); err != nil {
+	a.Mirrors = drive.NewMirrors(context.WithoutCancel(ctx), log)
+	if a.Driver, err = NewDriver(ctx, cfg, a.Mirrors, log); err != nil {
 		a.Close()
 		return nil, err
 	}
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
-		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits, Observer: a.Screens,
+		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits, Observer: a.Mirrors,
 	})
 	if err := a.Manager.Recover(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
-	a.Actions = NewActions(ctx, a.Manager, a.Screens, log, ActionsConfig{})
-	a.Web = web.New(web.Config{Manager: a.Manager, Screens: a.Screens, Token: a.Token, Logger: log, Actions: a.Actions})
+	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Logger: log})
+	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log})
 	return a, nil
 }
 

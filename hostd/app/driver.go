@@ -8,20 +8,21 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/hostd/config"
 )
 
 // Closer is implemented by drivers that hold background work.
 type Closer interface{ Close() }
 
-// NewDriver builds the configured driver. screens, when given, gates the
+// NewDriver builds the configured driver. mirrors, when given, gates the
 // QEMU driver's pool refills on each new desktop's first frame.
-func NewDriver(ctx context.Context, c config.Serve, screens *Screens, log *slog.Logger) (desktop.Driver, error) {
+func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log *slog.Logger) (desktop.Driver, error) {
 	switch c.Driver {
 	case "qemu", "":
 		return qemu.New(ctx, qemu.Options{
 			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
-			RefillGate: screens.RefillGate(), Logger: log,
+			RefillGate: mirrors.RefillGate(), Logger: log,
 		})
 	case "libvirt":
 		return libvirt.New(ctx, libvirt.Options{

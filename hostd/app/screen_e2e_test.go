@@ -12,7 +12,6 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/vnc"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // An ordinary VNC client reaches a desktop through the loopback listener
@@ -22,7 +21,7 @@ func TestVNCListenerForOrdinaryClients(t *testing.T) {
 	s := startActionStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var l web.VNCListener
+	var l api.VNCListener
 	if err := s.c.Do(ctx, http.MethodPost, "/v1/desktops/"+s.id+"/vnc/tcp", map[string]any{}, &l); err != nil {
 		t.Fatal(err)
 	}

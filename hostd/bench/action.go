@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/warmdesk/warmdesk/api"
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -37,8 +37,8 @@ func (e *env) actionSuite(ctx context.Context) error {
 	}
 	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
 	const token = "bench-token"
-	actions := app.NewActions(ctx, e.mgr, e.screens, e.log, app.ActionsConfig{})
-	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Screens: e.screens, Token: token, Logger: e.log, Actions: actions}).Handler())
+	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
+	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log}).Handler())
 	defer srv.Close()
 	url := srv.URL + "/v1/desktops/" + d.ID + "/actions"
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
@@ -103,7 +103,7 @@ type env struct {
 	cat     *desktop.Catalog
 	snap    desktop.Snapshot
 	mgr     *desktop.Manager
-	screens *app.Screens
+	screens *drive.Mirrors
 	runDir  string
 	dataDir string
 	res     *Result
@@ -154,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer os.RemoveAll(e.runDir)
 	// The screens come first: the driver's pool refills wait on them, as in
 	// hostd serve.
-	e.screens = app.NewScreens(context.WithoutCancel(ctx), o.Log)
+	e.screens = drive.NewMirrors(context.WithoutCancel(ctx), o.Log)
 	if e.drv, err = qemu.New(ctx, qemu.Options{
 		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Logger: o.Log,
 	}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/hostd/app"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
@@ -20,7 +21,7 @@ const createTimeout = 3 * time.Minute
 
 // timeCreate measures one Manager create up to a non-blank first frame of
 // the desktop's screen mirror, then deletes the desktop (not timed).
-func (e *env) timeCreate(ctx context.Context, mgr *desktop.Manager, screens *app.Screens) (time.Duration, error) {
+func (e *env) timeCreate(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirrors) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	start := time.Now()
@@ -170,7 +171,7 @@ func (e *env) fullRestores(ctx context.Context, n int) (*Dist, error) {
 }
 
 // libvirtEnv builds a libvirt driver and a Manager on it, or says why not.
-func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager, *app.Screens, func(), error) {
+func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager, *drive.Mirrors, func(), error) {
 	cfg := config.DefaultServe()
 	cfg.Driver = "libvirt"
 	cfg.LibvirtURI = e.opts.LibvirtURI
@@ -180,7 +181,7 @@ func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager,
 			return nil, nil, nil, nil, err
 		}
 	}
-	screens := app.NewScreens(context.WithoutCancel(ctx), e.log)
+	screens := drive.NewMirrors(context.WithoutCancel(ctx), e.log)
 	drv, err := app.NewDriver(ctx, cfg, screens, e.log)
 	if err != nil {
 		return nil, nil, nil, nil, err

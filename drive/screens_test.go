@@ -1,4 +1,4 @@
-package app
+package drive
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (m *rfbMachine) serve(c net.Conn) {
 
 func TestWaitFrameWaitsForTheScreenAndItsFirstFrame(t *testing.T) {
 	ctx := t.Context()
-	ss := NewScreens(ctx, slog.New(slog.DiscardHandler))
+	ss := NewMirrors(ctx, slog.New(slog.DiscardHandler))
 	m := &rfbMachine{frame: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- ss.WaitFrame(ctx, "d-1") }()
@@ -85,13 +85,13 @@ func TestWaitFrameWaitsForTheScreenAndItsFirstFrame(t *testing.T) {
 }
 
 func TestWaitFrameEndsWithItsContext(t *testing.T) {
-	ss := NewScreens(t.Context(), slog.New(slog.DiscardHandler))
+	ss := NewMirrors(t.Context(), slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if err := ss.WaitFrame(ctx, "d-never"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitFrame for a screen that never comes: %v, want the deadline", err)
 	}
-	if gate := (*Screens)(nil).RefillGate(); gate != nil {
+	if gate := (*Mirrors)(nil).RefillGate(); gate != nil {
 		t.Fatal("a nil Screens must give no refill gate")
 	}
 }

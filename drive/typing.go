@@ -1,4 +1,4 @@
-package app
+package drive
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/warmdesk/warmdesk/input"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // Text the US layout cannot type (accents, CJK, emoji) is typed by X's
@@ -57,7 +56,7 @@ cat "$f"`
 
 // guestTyper implements input.Guest for one desktop.
 type guestTyper struct {
-	a     *Actions
+	s     *Service
 	id    string
 	slots *typingSlots
 }
@@ -67,11 +66,11 @@ var _ input.Guest = guestTyper{}
 func (g guestTyper) TypeText(ctx context.Context, text string) error {
 	// The runner's device checks control on every frame; text through the
 	// guest bypasses it, so it checks here.
-	d, err := g.a.mgr.Get(g.id)
+	d, err := g.s.mgr.Get(g.id)
 	if err != nil {
 		return err
 	}
-	if err := web.InputAllowed(d); err != nil {
+	if err := d.InputAllowed(); err != nil {
 		return err
 	}
 	g.slots.mu.Lock()
@@ -83,8 +82,8 @@ func (g guestTyper) TypeText(ctx context.Context, text string) error {
 	}
 	script := g.slots.script(text)
 	timeout := 10*time.Second + time.Duration(utf8.RuneCountInString(text))*20*time.Millisecond
-	res, err := g.a.shell(ctx, g.id, script, nil, timeout)
-	g.a.poke(g.id)
+	res, err := g.s.shell(ctx, g.id, script, nil, timeout)
+	g.s.poke(g.id)
 	if err != nil {
 		return err
 	}
@@ -95,7 +94,7 @@ func (g guestTyper) TypeText(ctx context.Context, text string) error {
 }
 
 func (g guestTyper) discover(ctx context.Context) error {
-	res, err := g.a.shell(ctx, g.id, keycodeScript, nil, 10*time.Second)
+	res, err := g.s.shell(ctx, g.id, keycodeScript, nil, 10*time.Second)
 	if err != nil {
 		return err
 	}

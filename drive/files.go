@@ -1,4 +1,4 @@
-package app
+package drive
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // Files move through qemu-guest-agent's guest-file-* commands in chunks,
@@ -88,9 +87,12 @@ func readGuest(ctx context.Context, ag desktop.GuestAgent, h int64, n int) ([]by
 }
 
 // ReadFile opens a guest file; its Size comes from seeking to its end.
-func (a *Actions) ReadFile(ctx context.Context, id, path string) (web.GuestFile, error) {
+func (s *Service) ReadFile(ctx context.Context, id, path string) (GuestFile, error) {
+	if err := CheckGuestPath(path); err != nil {
+		return nil, err
+	}
 	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
-	mach, err := a.guestMachine(mctx, id)
+	mach, err := s.guestMachine(mctx, id)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -158,9 +160,13 @@ func (f *guestFile) Close() error {
 // a temporary file beside it, which is renamed over the path only once
 // complete (taking over an existing file's mode and owner). A failed or cut
 // upload leaves the path as it was and no temporary file behind.
-func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
+func (s *Service) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
+	if err := CheckGuestPath(path); err != nil {
+		return 0, err
+	}
+	r = &capped{r: r, left: MaxFileBytes}
 	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
-	mach, err := a.guestMachine(mctx, id)
+	mach, err := s.guestMachine(mctx, id)
 	cancel()
 	if err != nil {
 		return 0, err
@@ -182,10 +188,40 @@ func (a *Actions) WriteFile(ctx context.Context, id, path string, r io.Reader) (
 		err = replaceGuestFile(ctx, ag, tmp, path)
 	}
 	if err != nil {
-		a.removeGuestFile(ctx, ag, tmp)
+		s.removeGuestFile(ctx, ag, tmp)
+		if errors.Is(err, ErrTooLarge) {
+			return n, fmt.Errorf("%w: upload over the limit of %d bytes; nothing was written, %s is as it was", ErrTooLarge, MaxFileBytes, path)
+		}
 		return n, guestFileError(path, err)
 	}
+	s.mgr.Touch(id)
 	return n, nil
+}
+
+// ErrTooLarge: a file is over MaxFileBytes.
+var ErrTooLarge = errors.New("too large")
+
+// capped reads at most left bytes and fails with ErrTooLarge past them.
+type capped struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a file of exactly the limit from a longer one.
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			return 0, ErrTooLarge
+		}
+		return c.r.Read(p[:0])
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // uploadTempPath names an upload's temporary file: hidden, in the target's
@@ -217,11 +253,11 @@ func replaceGuestFile(ctx context.Context, ag desktop.GuestAgent, tmp, target st
 
 // removeGuestFile removes an upload's temporary file, also when the request
 // that made it has ended.
-func (a *Actions) removeGuestFile(ctx context.Context, ag desktop.GuestAgent, path string) {
+func (s *Service) removeGuestFile(ctx context.Context, ag desktop.GuestAgent, path string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fileCallTimeout)
 	defer cancel()
 	if _, err := desktop.Exec(ctx, ag, desktop.ExecRequest{Path: "/bin/rm", Args: []string{"-f", "--", path}, Timeout: fileCallTimeout}); err != nil {
-		a.log.Warn("upload's temporary file left in the guest", "path", path, "err", err)
+		s.log.Warn("upload's temporary file left in the guest", "path", path, "err", err)
 	}
 }
 
@@ -287,24 +323,27 @@ const (
 
 // ExecStream runs a program in the guest and passes its output to out as
 // it comes.
-func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest, out func(stream string, data []byte)) (web.ExecResult, error) {
+func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, out func(stream string, data []byte)) (ExecResult, error) {
+	if err := req.Check(); err != nil {
+		return ExecResult{}, err
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
 	defer cancel()
-	mach, err := a.guestMachine(ctx, id)
+	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
-		return web.ExecResult{}, err
+		return ExecResult{}, err
 	}
 	ag := boundedAgent{mach.Agent()}
 	tag := make([]byte, 8)
 	rand.Read(tag)
 	base := "/tmp/.warmdesk-exec-" + hex.EncodeToString(tag)
 	streams := []*outStream{{name: "stdout", path: base + ".out"}, {name: "stderr", path: base + ".err"}}
-	for _, s := range streams {
-		if s.h, err = openGuest(ctx, ag, s.path, "w+"); err != nil {
-			return web.ExecResult{}, err
+	for _, o := range streams {
+		if o.h, err = openGuest(ctx, ag, o.path, "w+"); err != nil {
+			return ExecResult{}, err
 		}
-		defer closeGuest(ctx, ag, s.h)
+		defer closeGuest(ctx, ag, o.h)
 	}
 	path, args := execArgv(req)
 	execArgs := map[string]any{"path": "/bin/sh", "arg": append([]string{"-c", streamScript, "sh", streams[0].path, streams[1].path, path}, args...)}
@@ -315,7 +354,7 @@ func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest
 		PID int `json:"pid"`
 	}
 	if err := agentCall(ctx, ag, fileCallTimeout, "guest-exec", execArgs, &started); err != nil {
-		return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+		return ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
 	}
 	wait := streamPollMin
 	timer := time.NewTimer(0)
@@ -323,15 +362,15 @@ func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest
 	for {
 		select {
 		case <-ctx.Done():
-			a.killGroup(ctx, ag, started.PID)
-			return web.ExecResult{}, fmt.Errorf("%w: desktop %s: exec %s: no end seen within %s: %w", desktop.ErrUnavailable, id, req.Path, req.Timeout+agentMargin, ctx.Err())
+			s.killGroup(ctx, ag, started.PID)
+			return ExecResult{}, fmt.Errorf("%w: desktop %s: exec %s: no end seen within %s: %w", desktop.ErrUnavailable, id, req.Path, req.Timeout+agentMargin, ctx.Err())
 		case <-timer.C:
 		}
 		got := false
-		for _, s := range streams {
-			n, err := s.drain(ctx, ag, req.MaxOutput, out)
+		for _, o := range streams {
+			n, err := o.drain(ctx, ag, req.MaxOutput, out)
 			if err != nil {
-				return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+				return ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
 			}
 			got = got || n > 0
 		}
@@ -341,15 +380,15 @@ func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest
 			Signal   int  `json:"signal"`
 		}
 		if err := agentCall(ctx, ag, fileCallTimeout, "guest-exec-status", map[string]int{"pid": started.PID}, &st); err != nil {
-			return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+			return ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
 		}
 		if st.Exited {
 			// Everything was written before the exit: read to the end.
-			for _, s := range streams {
+			for _, o := range streams {
 				for {
-					n, err := s.drain(ctx, ag, req.MaxOutput, out)
+					n, err := o.drain(ctx, ag, req.MaxOutput, out)
 					if err != nil {
-						return web.ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
+						return ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
 					}
 					if n == 0 {
 						break
@@ -358,7 +397,8 @@ func (a *Actions) ExecStream(ctx context.Context, id string, req web.ExecRequest
 			}
 			res := desktop.ExecResult{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(start),
 				StdoutTruncated: streams[0].truncated, StderrTruncated: streams[1].truncated}
-			return web.ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+			s.mgr.Touch(id)
+			return ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
 		}
 		if got {
 			wait = streamPollMin
@@ -379,34 +419,34 @@ type outStream struct {
 
 // drain reads what the file has gained and passes it on, up to max bytes
 // in all; past that the output is reported truncated and no longer read.
-func (s *outStream) drain(ctx context.Context, ag desktop.GuestAgent, max int, out func(string, []byte)) (int, error) {
-	if s.truncated {
+func (o *outStream) drain(ctx context.Context, ag desktop.GuestAgent, max int, out func(string, []byte)) (int, error) {
+	if o.truncated {
 		return 0, nil
 	}
-	data, _, err := readGuest(ctx, ag, s.h, streamRead)
+	data, _, err := readGuest(ctx, ag, o.h, streamRead)
 	if err != nil {
 		return 0, err
 	}
 	if len(data) == 0 {
 		return 0, nil
 	}
-	if s.sent+len(data) > max {
-		data, s.truncated = data[:max-s.sent], true
+	if o.sent+len(data) > max {
+		data, o.truncated = data[:max-o.sent], true
 	}
-	s.sent += len(data)
+	o.sent += len(data)
 	if len(data) > 0 {
-		out(s.name, data)
+		out(o.name, data)
 	}
 	return len(data), nil
 }
 
 // killGroup ends a streaming exec whose caller gave up: timeout leads its
 // own process group, so the group's signal reaches the program's children.
-func (a *Actions) killGroup(ctx context.Context, ag desktop.GuestAgent, pid int) {
+func (s *Service) killGroup(ctx context.Context, ag desktop.GuestAgent, pid int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	args := map[string]any{"path": "/bin/kill", "arg": []string{"-TERM", "--", fmt.Sprintf("-%d", pid)}}
 	if err := ag.Call(ctx, "guest-exec", args, nil); err != nil {
-		a.log.Debug("kill cancelled guest program", "pid", pid, "err", err)
+		s.log.Debug("kill cancelled guest program", "pid", pid, "err", err)
 	}
 }

@@ -1,22 +1,20 @@
-package app
+package drive
 
 import (
 	"context"
-	"fmt"
 	"image"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // device sends a runner's frames to the desktop's current machine (which
 // changes across hibernate and wake, so it is looked up per frame), and
 // pokes the desktop's screen mirror after each.
 type device struct {
-	a  *Actions
+	s  *Service
 	id string
 
 	// What the last frames did, for the drag pacing below. Only the
@@ -35,15 +33,15 @@ type device struct {
 
 var _ input.Device = (*device)(nil)
 
-func (d *device) Send(ctx context.Context, events []input.Event) error {
-	mach, dk, err := d.a.mgr.Machine(ctx, d.id, false)
+func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
+	mach, dk, err := d.s.mgr.Machine(ctx, d.id, false)
 	if err != nil {
 		return err
 	}
 	// Releases always pass: a batch cut short by a person taking over must
 	// not leave keys or buttons held under their hands.
 	if !releasesOnly(events) {
-		if err := web.InputAllowed(dk); err != nil {
+		if err := dk.InputAllowed(); err != nil {
 			return err
 		}
 	}
@@ -77,27 +75,9 @@ func (d *device) Send(ctx context.Context, events []input.Event) error {
 		d.justPressed = presses > 0
 		d.lastPointer = time.Now()
 	}
-	err = d.send(ctx, mach, events)
-	d.a.poke(d.id)
+	err = mach.SendInput(ctx, events)
+	d.s.poke(d.id)
 	return err
-}
-
-func (d *device) send(ctx context.Context, mach desktop.Machine, events []input.Event) error {
-	frame := make([]desktop.InputEvent, len(events))
-	for i, e := range events {
-		frame[i] = desktop.InputEvent{Key: e.Key, Button: e.Button, Down: e.Down, X: e.X, Y: e.Y}
-		switch e.Kind {
-		case input.KeyEvent:
-			frame[i].Kind = desktop.InputKey
-		case input.ButtonEvent:
-			frame[i].Kind = desktop.InputButton
-		case input.MoveEvent:
-			frame[i].Kind = desktop.InputMove
-		default:
-			return fmt.Errorf("%w: input event kind %d", desktop.ErrInvalid, e.Kind)
-		}
-	}
-	return mach.SendInput(ctx, frame)
 }
 
 // sealPress makes sure the guest has read a button press before the first
@@ -118,35 +98,36 @@ func (d *device) send(ctx context.Context, mach desktop.Machine, events []input.
 // that draws no pointer (a hardware cursor) or a screen changing anyway
 // make the drag go on after it, as it would have without the wait.
 func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
-	scr, ok := d.a.screens.Get(d.id)
+	scr, ok := d.s.screens.Screen(d.id)
 	if !ok {
 		return nil
 	}
-	timeout := d.a.cfg.PressTimeout
+	src := scr.Source()
+	timeout := d.s.cfg.PressTimeout
 	if d.moved {
-		if _, err := screenshot.WaitChanged(ctx, scr.Mirror, d.moveCounter, timeout); err != nil {
+		if _, err := screenshot.WaitChanged(ctx, src, d.moveCounter, timeout); err != nil {
 			return err
 		}
 	}
 	nudge := d.pos
-	if w, _, err := d.a.ScreenSize(d.id); err == nil && nudge.X+1 >= w {
+	if sz, err := d.s.ScreenSize(d.id); err == nil && nudge.X+1 >= sz.X {
 		nudge.X--
 	} else {
 		nudge.X++
 	}
-	before, _ := scr.Mirror.Changed()
-	if err := d.send(ctx, mach, []input.Event{{Kind: input.MoveEvent, X: nudge.X, Y: nudge.Y}}); err != nil {
+	before, _ := src.Changed()
+	if err := mach.SendInput(ctx, []desktop.InputEvent{{Kind: desktop.InputMove, X: nudge.X, Y: nudge.Y}}); err != nil {
 		return err
 	}
 	d.pos, d.justPressed = nudge, false
-	_, err := screenshot.WaitChanged(ctx, scr.Mirror, before, timeout)
+	_, err := screenshot.WaitChanged(ctx, src, before, timeout)
 	return err
 }
 
 // pause spaces the moves of a drag by DragStep, so the guest sees each
 // point as its own motion, as from a hand.
 func (d *device) pause(ctx context.Context) error {
-	return sleepUntil(ctx, d.lastPointer.Add(d.a.cfg.DragStep))
+	return sleepUntil(ctx, d.lastPointer.Add(d.s.cfg.DragStep))
 }
 
 // endDrag holds a drag's button at its last point until the guest shows
@@ -161,10 +142,10 @@ func (d *device) pause(ctx context.Context) error {
 // under TCG), and moved the window every time it was held until the
 // window moved.
 func (d *device) endDrag(ctx context.Context) error {
-	if scr, ok := d.a.screens.Get(d.id); ok {
-		deadline := time.Now().Add(d.a.cfg.DragHold)
+	if scr, ok := d.s.screens.Screen(d.id); ok {
+		deadline := time.Now().Add(d.s.cfg.DragHold)
 		for {
-			rects, ok := scr.Mirror.Damage(d.pressCounter)
+			rects, ok := scr.Damage(d.pressCounter)
 			if !ok || beyondPointer(rects) {
 				break
 			}
@@ -172,13 +153,13 @@ func (d *device) endDrag(ctx context.Context) error {
 			if wait <= 0 {
 				break
 			}
-			counter, _ := scr.Mirror.Changed()
-			if _, err := screenshot.WaitChanged(ctx, scr.Mirror, counter, wait); err != nil {
+			counter, _ := scr.Source().Changed()
+			if _, err := screenshot.WaitChanged(ctx, scr.Source(), counter, wait); err != nil {
 				return err
 			}
 		}
 	}
-	return sleepUntil(ctx, time.Now().Add(d.a.cfg.DragStep))
+	return sleepUntil(ctx, time.Now().Add(d.s.cfg.DragStep))
 }
 
 // pointerBox bounds what redrawing the pointer damages on the screen (a
@@ -215,8 +196,8 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 
 // counter is the mirror's change counter, 0 without a mirror.
 func (d *device) counter() uint64 {
-	if s, ok := d.a.screens.Get(d.id); ok {
-		c, _ := s.Mirror.Changed()
+	if scr, ok := d.s.screens.Screen(d.id); ok {
+		c, _ := scr.Source().Changed()
 		return c
 	}
 	return 0
@@ -225,12 +206,12 @@ func (d *device) counter() uint64 {
 // frameKinds says what a frame does to the pointer: where it moves it, and
 // how many buttons it presses and releases (wheel "buttons" left out: they
 // are clicks to QEMU, never held).
-func frameKinds(events []input.Event) (move *input.Point, presses, releases int) {
+func frameKinds(events []desktop.InputEvent) (move *input.Point, presses, releases int) {
 	for _, e := range events {
 		switch {
-		case e.Kind == input.MoveEvent:
+		case e.Kind == desktop.InputMove:
 			move = &input.Point{X: e.X, Y: e.Y}
-		case e.Kind != input.ButtonEvent || isWheel(e.Button):
+		case e.Kind != desktop.InputButton || isWheel(e.Button):
 		case e.Down:
 			presses++
 		default:
@@ -248,9 +229,9 @@ func isWheel(b string) bool {
 	return false
 }
 
-func releasesOnly(events []input.Event) bool {
+func releasesOnly(events []desktop.InputEvent) bool {
 	for _, e := range events {
-		if e.Kind == input.MoveEvent || e.Down {
+		if e.Kind == desktop.InputMove || e.Down {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package app
+package drive
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/input"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 func TestTypingScript(t *testing.T) {
@@ -92,11 +91,11 @@ func TestParsePointer(t *testing.T) {
 }
 
 func TestExecArgv(t *testing.T) {
-	path, args := execArgv(web.ExecRequest{Path: "ls", Args: []string{"-l"}, Timeout: 30 * time.Second})
+	path, args := execArgv(ExecRequest{Path: "ls", Args: []string{"-l"}, Timeout: 30 * time.Second})
 	if path != "timeout" || strings.Join(args, " ") != "-k 2.000 30.000 ls -l" {
 		t.Errorf("%s %q", path, args)
 	}
-	path, args = execArgv(web.ExecRequest{Path: "env", Args: []string{"x"}, Env: map[string]string{"B": "2", "A": "1 1"}, Cwd: "/tmp", Timeout: 1500 * time.Millisecond})
+	path, args = execArgv(ExecRequest{Path: "env", Args: []string{"x"}, Env: map[string]string{"B": "2", "A": "1 1"}, Cwd: "/tmp", Timeout: 1500 * time.Millisecond})
 	if path != "timeout" || strings.Join(args, "|") != "-k|2.000|1.500|env|-C|/tmp|--|A=1 1|B=2|env|x" {
 		t.Errorf("%s %q", path, args)
 	}
@@ -116,20 +115,20 @@ func TestTimedOut(t *testing.T) {
 }
 
 func TestFrameKinds(t *testing.T) {
-	move, presses, releases := frameKinds([]input.Event{{Kind: input.MoveEvent, X: 1, Y: 2}})
+	move, presses, releases := frameKinds([]desktop.InputEvent{{Kind: desktop.InputMove, X: 1, Y: 2}})
 	if move == nil || *move != (input.Point{X: 1, Y: 2}) || presses != 0 || releases != 0 {
 		t.Errorf("move frame: %v %d %d", move, presses, releases)
 	}
-	if _, presses, releases := frameKinds([]input.Event{{Kind: input.ButtonEvent, Button: "wheel-up", Down: true}, {Kind: input.ButtonEvent, Button: "wheel-up"}}); presses+releases != 0 {
+	if _, presses, releases := frameKinds([]desktop.InputEvent{{Kind: desktop.InputButton, Button: "wheel-up", Down: true}, {Kind: desktop.InputButton, Button: "wheel-up"}}); presses+releases != 0 {
 		t.Error("a wheel notch counted as a press or release that a drag could follow")
 	}
-	if _, presses, releases := frameKinds([]input.Event{{Kind: input.ButtonEvent, Button: "left", Down: true}, {Kind: input.KeyEvent, Key: "a", Down: true}}); presses != 1 || releases != 0 {
+	if _, presses, releases := frameKinds([]desktop.InputEvent{{Kind: desktop.InputButton, Button: "left", Down: true}, {Kind: desktop.InputKey, Key: "a", Down: true}}); presses != 1 || releases != 0 {
 		t.Errorf("button press: %d presses, %d releases", presses, releases)
 	}
-	if !releasesOnly([]input.Event{{Kind: input.KeyEvent, Key: "shift"}, {Kind: input.ButtonEvent, Button: "left"}}) {
+	if !releasesOnly([]desktop.InputEvent{{Kind: desktop.InputKey, Key: "shift"}, {Kind: desktop.InputButton, Button: "left"}}) {
 		t.Error("releases not recognised")
 	}
-	if releasesOnly([]input.Event{{Kind: input.KeyEvent, Key: "a", Down: true}}) || releasesOnly([]input.Event{{Kind: input.MoveEvent}}) {
+	if releasesOnly([]desktop.InputEvent{{Kind: desktop.InputKey, Key: "a", Down: true}}) || releasesOnly([]desktop.InputEvent{{Kind: desktop.InputMove}}) {
 		t.Error("a press or move passed as a release")
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package drive
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/input"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // Guest commands run through qemu-guest-agent's guest-exec, wrapped in
@@ -32,8 +31,8 @@ const agentMargin = 3 * time.Second
 
 // guestMachine finds a running desktop's machine once its guest has its
 // own clock and identity.
-func (a *Actions) guestMachine(ctx context.Context, id string) (desktop.Machine, error) {
-	mach, d, err := a.mgr.Machine(ctx, id, true)
+func (s *Service) guestMachine(ctx context.Context, id string) (desktop.Machine, error) {
+	mach, d, err := s.mgr.Machine(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func (b boundedAgent) Call(ctx context.Context, command string, args, result any
 }
 
 // execArgv wraps a program in timeout and, when needed, env.
-func execArgv(req web.ExecRequest) (string, []string) {
+func execArgv(req ExecRequest) (string, []string) {
 	argv := []string{"-k", seconds(killGrace), seconds(req.Timeout)}
 	if len(req.Env) > 0 || req.Cwd != "" {
 		argv = append(argv, "env")
@@ -99,27 +98,31 @@ func timedOut(res desktop.ExecResult, limit time.Duration) bool {
 }
 
 // Exec runs a program in the guest and waits for it.
-func (a *Actions) Exec(ctx context.Context, id string, req web.ExecRequest) (web.ExecResult, error) {
+func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	if err := req.Check(); err != nil {
+		return ExecResult{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
 	defer cancel()
-	mach, err := a.guestMachine(ctx, id)
+	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
-		return web.ExecResult{}, err
+		return ExecResult{}, err
 	}
 	path, args := execArgv(req)
 	res, err := desktop.Exec(ctx, boundedAgent{mach.Agent()}, desktop.ExecRequest{
 		Path: path, Args: args, Stdin: req.Stdin, Timeout: req.Timeout + agentMargin, MaxOutput: req.MaxOutput,
 	})
 	if err != nil {
-		return web.ExecResult{}, fmt.Errorf("desktop %s: %w", id, err)
+		return ExecResult{}, fmt.Errorf("desktop %s: %w", id, err)
 	}
-	return web.ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+	s.mgr.Touch(id)
+	return ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
 }
 
 // shell runs a short helper script of ours in the guest, with DISPLAY set
 // for the X tools, and fails on a non-zero exit.
-func (a *Actions) shell(ctx context.Context, id, script string, stdin []byte, timeout time.Duration, args ...string) (desktop.ExecResult, error) {
-	res, err := a.Exec(ctx, id, web.ExecRequest{
+func (s *Service) shell(ctx context.Context, id, script string, stdin []byte, timeout time.Duration, args ...string) (desktop.ExecResult, error) {
+	res, err := s.Exec(ctx, id, ExecRequest{
 		Path: "/bin/sh", Args: append([]string{"-c", "export DISPLAY=${DISPLAY:-:0}\n" + script, "sh"}, args...),
 		Stdin: stdin, Timeout: timeout, MaxOutput: desktop.DefaultMaxOutput,
 	})
@@ -133,12 +136,12 @@ func (a *Actions) shell(ctx context.Context, id, script string, stdin []byte, ti
 }
 
 // LocatePointer asks X where the pointer is and tells the runner.
-func (a *Actions) LocatePointer(ctx context.Context, id string) error {
-	d, err := a.desk(id)
+func (s *Service) LocatePointer(ctx context.Context, id string) error {
+	d, err := s.desk(id)
 	if err != nil {
 		return err
 	}
-	res, err := a.shell(ctx, id, "xdotool getmouselocation --shell", nil, 5*time.Second)
+	res, err := s.shell(ctx, id, "xdotool getmouselocation --shell", nil, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -185,9 +188,16 @@ const (
 // second even under TCG); the agent then gets agentMargin more.
 const clipboardTimeout = 5 * time.Second
 
-// Clipboard reads an X selection; an empty selection reads as "".
-func (a *Actions) Clipboard(ctx context.Context, id, selection string) (string, error) {
-	res, err := a.shell(ctx, id, clipboardGet, nil, clipboardTimeout, selection)
+// Clipboard reads an X selection ("clipboard" or "primary", see
+// Selection) as text; an empty selection reads as "".
+func (s *Service) Clipboard(ctx context.Context, id, selection string) (string, error) {
+	selection, err := Selection(selection)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ClipboardTimeout)
+	defer cancel()
+	res, err := s.shell(ctx, id, clipboardGet, nil, clipboardTimeout, selection)
 	switch {
 	case err != nil:
 		return "", err
@@ -200,14 +210,23 @@ func (a *Actions) Clipboard(ctx context.Context, id, selection string) (string, 
 }
 
 // SetClipboard sets an X selection to text.
-func (a *Actions) SetClipboard(ctx context.Context, id, selection, text string) error {
+func (s *Service) SetClipboard(ctx context.Context, id, selection, text string) error {
+	selection, err := Selection(selection)
+	if err != nil {
+		return err
+	}
+	if err := checkClipboardText(text); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ClipboardTimeout)
+	defer cancel()
 	script := clipboardSet
 	if text == "" {
 		// guest-exec sends no stdin for empty input: the child would read
 		// whatever the agent's stdin is.
 		script = clipboardClear
 	}
-	res, err := a.shell(ctx, id, script, []byte(text), clipboardTimeout, selection)
+	res, err := s.shell(ctx, id, script, []byte(text), clipboardTimeout, selection)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,48 @@
+package api
+
+import "time"
+
+// Event is a desktop event as the API sends it (GET /v1/events, as
+// server-sent events).
+type Event struct {
+	Type    string    `json:"type"`
+	Desktop Desktop   `json:"desktop"`
+	Time    time.Time `json:"time"`
+	Summary string    `json:"summary,omitempty"`
+}
+
+// SetControl is the body of POST /v1/desktops/{id}/control.
+type SetControl struct {
+	Holder string `json:"holder"` // "person" takes control, "agent" hands it back
+	By     string `json:"by,omitempty"`
+}
+
+// IssueToken is the body of POST /v1/desktops/{id}/tokens.
+type IssueToken struct {
+	Role string   `json:"role"`
+	TTL  Duration `json:"ttl,omitempty"`
+}
+
+// IssuedToken is its answer.
+type IssuedToken struct {
+	Token     string    `json:"token"`
+	Role      string    `json:"role"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// ViewerURL opens the viewer with the token in the URL fragment, which
+	// browsers never send to servers or in Referer headers; the page moves
+	// it to session storage and clears it from the address bar.
+	ViewerURL string `json:"viewer_url"`
+}
+
+// VNCListener is the answer of POST /v1/desktops/{id}/vnc/tcp.
+type VNCListener struct {
+	Address  string `json:"address"`
+	Password string `json:"password"`
+	ViewOnly bool   `json:"view_only"`
+}
+
+// OpenVNCListener is its body.
+type OpenVNCListener struct {
+	// ViewOnly drops the clients' input (default true).
+	ViewOnly *bool `json:"view_only,omitempty"`
+}

@@ -1,0 +1,223 @@
+package drive
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"math"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/screenshot"
+)
+
+// Bounds and defaults of a batch's picture.
+const (
+	// MaxSettle bounds a batch's quiet period.
+	MaxSettle = 10 * time.Second
+	// MaxSettleTimeout bounds the wait for a quiet screen.
+	MaxSettleTimeout = time.Minute
+	// DefaultSettleTimeout is that wait's default bound.
+	DefaultSettleTimeout = 5 * time.Second
+)
+
+// Request is a batch to run and how to picture its end.
+type Request struct {
+	Batch input.Batch
+	// Display is the declared coordinate space of the batch and its
+	// pictures (a model's scaled screenshot); zero means native pixels.
+	Display image.Point
+	// Screenshot asks for a trailing screenshot whatever the last action.
+	Screenshot bool
+	// Settle is how long the screen must stay unchanged before the
+	// trailing screenshot (0 captures at once); SettleTimeout bounds that
+	// wait (0 captures at once too).
+	Settle        time.Duration
+	SettleTimeout time.Duration
+	Format        screenshot.Format
+	Quality       int
+	// Cursor draws the pointer into pictures when the display sends it
+	// apart from the framebuffer.
+	Cursor bool
+	// MidShots captures screenshot and zoom actions that are not last.
+	MidShots bool
+}
+
+// NewRequest is a request for batch with the defaults every front door
+// starts from: PNG, settled for screenshot.DefaultQuiet within
+// DefaultSettleTimeout.
+func NewRequest(batch input.Batch) Request {
+	return Request{
+		Batch: batch, Settle: screenshot.DefaultQuiet, SettleTimeout: DefaultSettleTimeout, Format: screenshot.PNG,
+	}
+}
+
+// Picture is a captured screen and, when it waited for one, how the wait
+// for a quiet screen ended.
+type Picture struct {
+	Shot   screenshot.Shot
+	Settle *screenshot.Settle
+}
+
+// Outcome is what a batch did.
+type Outcome struct {
+	Result input.BatchResult
+	// Space is the batch's coordinate space.
+	Space input.Space
+	// Err is the batch's failure; Result still reports every action.
+	Err error
+	// Picture is the trailing screenshot, when one was wanted and taken.
+	Picture *Picture
+	// Mids are the pictures of screenshot and zoom actions that are not
+	// last, by action index (Request.MidShots).
+	Mids map[int]Picture
+}
+
+// Run runs a batch of actions on a desktop: it checks that the desktop
+// runs and no person holds it, validates the whole batch (nothing is sent
+// when that fails), queues behind the desktop's earlier batches, sends the
+// actions, then waits for the screen to settle and captures it if a
+// picture is wanted. The returned error is a failure before anything ran;
+// a failure of the batch itself is Outcome.Err.
+func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, error) {
+	if err := req.check(); err != nil {
+		return Outcome{}, err
+	}
+	d, err := s.mgr.Get(id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := d.InputAllowed(); err != nil {
+		return Outcome{}, err
+	}
+	dk, err := s.desk(id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	native, err := s.ScreenSize(id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Space: spaceOf(native, req.Display)}
+	runner := dk.runner
+	if err := runner.Validate(req.Batch, out.Space); err != nil {
+		return out, err
+	}
+	last := req.Batch[len(req.Batch)-1].Kind
+	var scr Screen
+	if req.Screenshot || last == input.KindScreenshot || last == input.KindZoom || (req.MidShots && hasShot(req.Batch)) {
+		if scr, err = s.readyScreen(ctx, id); err != nil {
+			return out, err
+		}
+	}
+	if hasKind(req.Batch, input.KindCursorPosition) {
+		if _, ok := runner.Position(); !ok {
+			// Best effort: without it cursor_position reports its own
+			// error, which is what the agent should see then.
+			if err := s.LocatePointer(ctx, id); err != nil {
+				s.log.Debug("locate pointer", "desktop", id, "err", err)
+			}
+		}
+	}
+	opts := input.RunOptions{Space: out.Space, Screenshot: req.Screenshot}
+	if req.MidShots && scr != nil {
+		out.Mids = map[int]Picture{}
+		opts.Capture = func(ctx context.Context, index int, region *input.Rect) error {
+			pic, err := s.settleAndCapture(ctx, runner, scr, req, out.Space, region)
+			if err != nil {
+				return err
+			}
+			out.Mids[index] = pic
+			return nil
+		}
+	}
+	out.Result, out.Err = runner.Run(ctx, req.Batch, opts)
+	s.mgr.Touch(id)
+	s.mgr.Announce(id, desktop.EventAction, summarize(req.Batch, out.Err))
+	if out.Err != nil || !out.Result.Screenshot {
+		return out, nil
+	}
+	pic, err := s.settleAndCapture(ctx, runner, scr, req, out.Space, out.Result.Zoom)
+	if err != nil {
+		out.Err = fmt.Errorf("trailing screenshot: %w", err)
+		return out, nil
+	}
+	out.Picture = &pic
+	return out, nil
+}
+
+// check refuses what no front door should pass on.
+func (r Request) check() error {
+	switch {
+	case len(r.Batch) == 0:
+		return fieldError("actions", "no actions given")
+	case r.Settle < 0 || r.Settle > MaxSettle:
+		return fieldError("settle_ms", "%d: use 0 (capture at once) to %d", r.Settle.Milliseconds(), MaxSettle.Milliseconds())
+	case r.SettleTimeout < 0 || r.SettleTimeout > MaxSettleTimeout:
+		return fieldError("timeout_ms", "%d: use 0 to %d", r.SettleTimeout.Milliseconds(), MaxSettleTimeout.Milliseconds())
+	}
+	return nil
+}
+
+// spaceOf is a batch's coordinate space on a native screen.
+func spaceOf(native, display image.Point) input.Space {
+	if display == (image.Point{}) {
+		return screenshot.Identity(native.X, native.Y)
+	}
+	return screenshot.ScaleTo(native.X, native.Y, display.X, display.Y)
+}
+
+// settleAndCapture waits for the screen to stay unchanged for the quiet
+// period (or the deadline), then captures it, or the zoom region.
+func (s *Service) settleAndCapture(ctx context.Context, runner *input.Runner, scr Screen, req Request, space input.Space, zoom *input.Rect) (Picture, error) {
+	var pic Picture
+	if req.Settle > 0 && req.SettleTimeout > 0 {
+		got, err := screenshot.WaitSettled(ctx, scr.Source(), req.Settle, req.SettleTimeout)
+		if err != nil {
+			return pic, fmt.Errorf("wait for the screen to settle: %w", err)
+		}
+		pic.Settle = &got
+	}
+	o := screenshot.Options{Format: req.Format, Quality: req.Quality}
+	w, h := space.Size()
+	if zoom != nil {
+		o.Region = image.Rect(zoom.X1, zoom.Y1, zoom.X2, zoom.Y2)
+		o.Width, o.Height = fitInside(o.Region.Dx(), o.Region.Dy(), w, h)
+	} else if req.Display != (image.Point{}) {
+		o.Width, o.Height = w, h
+	}
+	if p, ok := runner.Position(); ok && req.Cursor {
+		o.Cursor, o.Pointer = true, image.Pt(p.X, p.Y)
+	}
+	shot, err := scr.Capture(ctx, o)
+	if err != nil {
+		return pic, fmt.Errorf("capture the screen: %w", err)
+	}
+	pic.Shot = shot
+	return pic, nil
+}
+
+// fitInside scales a w x h region up or down to the largest size that fits
+// in maxW x maxH with the same aspect ratio: a zoom shows its region as
+// large as the display the agent sees.
+func fitInside(w, h, maxW, maxH int) (int, int) {
+	if w <= 0 || h <= 0 {
+		return maxW, maxH
+	}
+	f := math.Min(float64(maxW)/float64(w), float64(maxH)/float64(h))
+	return max(1, int(math.Round(float64(w)*f))), max(1, int(math.Round(float64(h)*f)))
+}
+
+func hasKind(b input.Batch, k input.Kind) bool {
+	for _, a := range b {
+		if a.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+func hasShot(b input.Batch) bool {
+	return hasKind(b, input.KindScreenshot) || hasKind(b, input.KindZoom)
+}

@@ -1,0 +1,225 @@
+// Package drive is the one service that drives desktops. It runs batches
+// of input actions (validated, queued per desktop in arrival order, paced,
+// refused while a person holds control, then settled and pictured), runs
+// programs in the guest, moves files and the clipboard, and keeps each
+// desktop's screen mirror. It knows nothing of HTTP: every front door (web's
+// handlers and control WebSocket, the bench, and the adapters to come)
+// decodes its own wire form, calls a method here, and encodes the answer.
+//
+// A batch's path to QEMU: Service.Run checks the desktop and the batch,
+// the desktop's input.Runner runs the actions in order, and the runner's
+// device (device.go) paces each frame and hands it to the desktop's
+// desktop.Machine, which writes it to QMP.
+package drive
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/input"
+)
+
+// Config wires a Service. Manager and Screens are required; the zero value
+// of everything else is a sensible default.
+type Config struct {
+	Manager *desktop.Manager
+	// Screens finds each desktop's live screen (Mirrors in hostd).
+	Screens Screens
+	Logger  *slog.Logger
+	// Limits bound each batch; zero fields take input's defaults.
+	Limits input.Limits
+	// KeystrokeInterval is the typing rate; 0 takes input's default.
+	KeystrokeInterval time.Duration
+	// PressTimeout bounds each wait for the guest to show it read a drag's
+	// button press (see device.sealPress); 0 takes DefaultPressTimeout.
+	PressTimeout time.Duration
+	// DragStep spaces the moves of a drag and holds its end (see
+	// device.pause and device.endDrag); 0 takes DefaultDragStep.
+	DragStep time.Duration
+	// DragHold bounds how long a drag's end waits for the guest to act on
+	// it (device.endDrag); 0 takes DefaultDragHold.
+	DragHold time.Duration
+}
+
+// DefaultDragHold is the default bound of a drag's wait at its end: a
+// drag with no visible effect costs this much.
+const DefaultDragHold = 1500 * time.Millisecond
+
+// DefaultDragStep is the default spacing of a drag's moves.
+const DefaultDragStep = 30 * time.Millisecond
+
+// DefaultPressTimeout is the default bound of a drag's wait for its press.
+const DefaultPressTimeout = 500 * time.Millisecond
+
+// Service drives desktops. Safe for concurrent use.
+type Service struct {
+	mgr     *desktop.Manager
+	screens Screens
+	log     *slog.Logger
+	cfg     Config
+
+	mu    sync.Mutex
+	desks map[string]*desk
+}
+
+// desk is one desktop's input state.
+type desk struct {
+	runner *input.Runner
+	typing typingSlots
+}
+
+// New returns the service. It follows the Manager's events until ctx ends:
+// held input is released when a person takes control, and a deleted
+// desktop's state is dropped.
+func New(ctx context.Context, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PressTimeout <= 0 {
+		cfg.PressTimeout = DefaultPressTimeout
+	}
+	if cfg.DragStep <= 0 {
+		cfg.DragStep = DefaultDragStep
+	}
+	if cfg.DragHold <= 0 {
+		cfg.DragHold = DefaultDragHold
+	}
+	s := &Service{mgr: cfg.Manager, screens: cfg.Screens, log: cfg.Logger, cfg: cfg, desks: map[string]*desk{}}
+	go s.watch(ctx)
+	return s
+}
+
+// Manager is the Manager the service drives desktops of.
+func (s *Service) Manager() *desktop.Manager { return s.mgr }
+
+// desk returns a desktop's input state, making it on first use.
+func (s *Service) desk(id string) (*desk, error) {
+	if _, err := s.mgr.Get(id); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.desks[id]; ok {
+		return d, nil
+	}
+	d := &desk{}
+	r, err := input.NewRunner(input.RunnerConfig{
+		Device:            &device{s: s, id: id},
+		Guest:             guestTyper{s: s, id: id, slots: &d.typing},
+		Limits:            s.cfg.Limits,
+		KeystrokeInterval: s.cfg.KeystrokeInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("input for %s: %w", id, err)
+	}
+	d.runner = r
+	s.desks[id] = d
+	return d, nil
+}
+
+// ScreenSize is the size of the mirror's picture, or of the snapshot's
+// screen before the mirror has one.
+func (s *Service) ScreenSize(id string) (image.Point, error) {
+	if scr, ok := s.screens.Screen(id); ok {
+		if sz := scr.Size(); sz.X > 0 && sz.Y > 0 {
+			return sz, nil
+		}
+	}
+	d, err := s.mgr.Get(id)
+	if err != nil {
+		return image.Point{}, err
+	}
+	snap, err := s.mgr.Catalog().Get(d.Snapshot)
+	if err != nil {
+		return image.Point{}, fmt.Errorf("%w: screen size of %s: %w", desktop.ErrUnavailable, id, err)
+	}
+	return image.Pt(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height), nil
+}
+
+// Pointer is where the desktop's pointer is, in native pixels, as far as
+// the service knows; ok is false before any pointer action or LocatePointer.
+func (s *Service) Pointer(id string) (input.Point, bool) {
+	d, err := s.desk(id)
+	if err != nil {
+		return input.Point{}, false
+	}
+	return d.runner.Position()
+}
+
+// Release lets go of every key and button an agent holds on the desktop,
+// after its running batch.
+func (s *Service) Release(ctx context.Context, id string) error {
+	d, err := s.desk(id)
+	if err != nil {
+		return err
+	}
+	return d.runner.Release(ctx)
+}
+
+// poke tells the desktop's mirror to look for changes now: QEMU's VNC
+// server backs off its refresh while idle, and input sent through QMP does
+// not reset that back-off, so without a poke the effect of input could
+// reach the mirror only seconds later.
+func (s *Service) poke(id string) {
+	if scr, ok := s.screens.Screen(id); ok {
+		scr.Source().Poke()
+	}
+}
+
+// watch follows the Manager's events until ctx ends.
+func (s *Service) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		events, stop := s.mgr.Subscribe()
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				open = false
+			case ev, ok := <-events:
+				if !ok {
+					open = false // fell behind: subscribe again
+					break
+				}
+				s.handle(ctx, ev)
+			}
+		}
+		stop()
+	}
+}
+
+func (s *Service) handle(ctx context.Context, ev desktop.Event) {
+	id := ev.Desktop.ID
+	switch ev.Type {
+	case desktop.EventDeleted:
+		s.mu.Lock()
+		delete(s.desks, id)
+		s.mu.Unlock()
+	case desktop.EventControl:
+		s.mu.Lock()
+		d := s.desks[id]
+		s.mu.Unlock()
+		if d == nil {
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if ev.Desktop.Control.Holder == desktop.ControlPerson {
+				// Whatever an agent holds (a mouse_down, a hold_key in
+				// flight) is let go before the person's hands arrive.
+				if err := d.runner.Release(ctx); err != nil {
+					s.log.Warn("release agent input on handover", "desktop", id, "err", err)
+				}
+				return
+			}
+			// The person moved the pointer without the runner seeing it.
+			if err := s.LocatePointer(ctx, id); err != nil {
+				s.log.Debug("locate pointer after handover", "desktop", id, "err", err)
+			}
+		}()
+	}
+}
