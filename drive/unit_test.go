@@ -192,3 +192,17 @@ func TestBoundedAgent(t *testing.T) {
 		t.Errorf("answer %+v %v", started, err)
 	}
 }
+
+func TestFitInside(t *testing.T) {
+	cases := []struct{ w, h, mw, mh, ww, wh int }{
+		{320, 100, 1280, 800, 1280, 400},
+		{100, 100, 1280, 800, 800, 800},
+		{2000, 100, 1024, 640, 1024, 51},
+		{1, 1000, 1280, 800, 1, 800},
+	}
+	for _, c := range cases {
+		if w, h := fitInside(c.w, c.h, c.mw, c.mh); w != c.ww || h != c.wh {
+			t.Errorf("fitInside(%d, %d in %dx%d) = %dx%d, want %dx%d", c.w, c.h, c.mw, c.mh, w, h, c.ww, c.wh)
+		}
+	}
+}

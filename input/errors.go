@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // ErrInvalid is matched by every error that rejects a request before any input
@@ -31,8 +33,15 @@ func (e *ValidationError) Error() string {
 	return e.Field + ": " + e.Reason
 }
 
-// Is makes every ValidationError match ErrInvalid.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// Is makes every ValidationError match ErrInvalid, and the domain's
+// desktop.ErrInvalid, so callers outside input classify it too.
+func (e *ValidationError) Is(target error) bool {
+	return target == ErrInvalid || target == desktop.ErrInvalid
+}
+
+// FieldName is the request field at fault ("actions[2].x"), empty when the
+// whole request is.
+func (e *ValidationError) FieldName() string { return e.Field }
 
 func (e *ValidationError) Unwrap() error { return e.Err }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 )
@@ -71,7 +72,7 @@ func TestAnthropicAdapter(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newActHarness(t)
-			h.acts.runner.NotePointer(input.Point{})
+			h.guest.SetPointer(0, 0)
 			status, body := h.do("POST", h.path("/computer/anthropic")+c.query+sep(c.query)+"settle_ms=0", c.body, c.header...)
 			if status != http.StatusOK {
 				t.Fatalf("status %d: %s", status, body)
@@ -102,7 +103,7 @@ func TestAnthropicAdapter(t *testing.T) {
 				}
 			}
 			if c.wantNative != nil {
-				f := h.acts.dev.Frames()
+				f := h.frames()
 				if len(f) == 0 || f[0][0].X != c.wantNative.X || f[0][0].Y != c.wantNative.Y {
 					t.Errorf("frames %v, want a move to %v first", f, *c.wantNative)
 				}
@@ -147,7 +148,7 @@ func TestAnthropicAdapterErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(h.acts.dev.Frames()); n != 0 {
+	if n := len(h.frames()); n != 0 {
 		t.Errorf("%d frames sent for rejected calls", n)
 	}
 }
@@ -179,9 +180,9 @@ func TestOpenAIAdapter(t *testing.T) {
 		t.Errorf("acknowledged %+v, want cs_2 only", out.AcknowledgedSafetyChecks)
 	}
 	wheel := 0
-	for _, f := range h.acts.dev.Frames() {
+	for _, f := range h.frames() {
 		for _, e := range f {
-			if e.Kind == input.ButtonEvent && e.Button == "wheel-down" && e.Down {
+			if e.Kind == desktop.InputButton && e.Button == "wheel-down" && e.Down {
 				wheel++
 			}
 		}
@@ -216,7 +217,7 @@ func TestOpenAIAdapterErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(h.acts.dev.Frames()); n != 0 {
+	if n := len(h.frames()); n != 0 {
 		t.Errorf("%d frames sent for rejected calls", n)
 	}
 }

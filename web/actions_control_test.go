@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"image/color"
 	"net/http"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/web"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 )
 
 // controlConn is an agent's end of the control WebSocket.
@@ -95,7 +96,7 @@ func TestControlSocketPipelines(t *testing.T) {
 	if got["p"].Type != "pong" {
 		t.Errorf("ping answered %+v", got["p"])
 	}
-	if n := len(h.acts.dev.Frames()); n != 2 {
+	if n := len(h.frames()); n != 2 {
 		t.Errorf("%d frames, want 2 moves", n)
 	}
 }
@@ -122,7 +123,7 @@ func TestControlSocketErrorsAndEvents(t *testing.T) {
 			t.Errorf("%s: answered %+v (error %+v)", tc.msg, m, m.Error)
 		}
 	}
-	if n := len(h.acts.dev.Frames()); n != 0 {
+	if n := len(h.frames()); n != 0 {
 		t.Errorf("%d frames from rejected messages", n)
 	}
 
@@ -155,21 +156,20 @@ func TestControlSocketErrorsAndEvents(t *testing.T) {
 
 func TestControlSocketStreamsExec(t *testing.T) {
 	h := newActHarness(t)
-	h.acts.streamOut = []string{"stdout:one\n", "stderr:oops\n", "stdout:two\n"}
-	h.acts.execFn = func(req web.ExecRequest) (web.ExecResult, error) {
-		return web.ExecResult{ExecResult: desktop.ExecResult{ExitCode: 0}}, nil
+	h.guest.Program = func(ctx context.Context, c desktoptest.GuestCmd) (desktoptest.GuestResult, error) {
+		return desktoptest.GuestResult{Stdout: []byte("one\ntwo\n"), Stderr: []byte("oops\n")}, nil
 	}
 	c := h.control(t)
 	c.next()
 	c.send(`{"id": "x", "type": "exec", "shell": "echo one; echo oops >&2; echo two", "stream": true}`)
-	var chunks []string
+	chunks := map[string]string{}
 	for {
 		m := c.next()
 		if m.ID != "x" {
 			t.Fatalf("message %+v", m)
 		}
 		if m.Type == "exec.output" {
-			chunks = append(chunks, m.Stream+":"+m.Data)
+			chunks[m.Stream] += m.Data
 			continue
 		}
 		if m.Type != "result" {
@@ -181,7 +181,7 @@ func TestControlSocketStreamsExec(t *testing.T) {
 		}
 		break
 	}
-	if strings.Join(chunks, "|") != "stdout:one\n|stderr:oops\n|stdout:two\n" {
-		t.Errorf("chunks %q", chunks)
+	if chunks["stdout"] != "one\ntwo\n" || chunks["stderr"] != "oops\n" {
+		t.Errorf("streamed %q", chunks)
 	}
 }

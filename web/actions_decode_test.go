@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 )
@@ -16,13 +17,27 @@ func TestDecodeBatchRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.batch) != 1 || !r.screenshot || r.settle != 0 || r.timeout != 1500*time.Millisecond ||
-		r.display != image.Pt(640, 400) || r.format != screenshot.JPEG || r.quality != 70 || !r.cursor {
+	if len(r.Batch) != 1 || !r.Screenshot || r.Settle != 0 || r.SettleTimeout != 1500*time.Millisecond ||
+		r.Display != image.Pt(640, 400) || r.Format != screenshot.JPEG || r.Quality != 70 || !r.Cursor || !r.MidShots {
 		t.Errorf("decoded %+v", r)
 	}
 	r, err = decodeBatchRequest([]byte(`{"actions": [{"action": "screenshot"}]}`))
-	if err != nil || r.settle != screenshot.DefaultQuiet || r.timeout != defaultSettleTimeout || r.format != screenshot.PNG || r.display != (image.Point{}) {
+	if err != nil || r.Settle != screenshot.DefaultQuiet || r.SettleTimeout != drive.DefaultSettleTimeout || r.Format != screenshot.PNG || r.Display != (image.Point{}) {
 		t.Errorf("defaults %+v %v", r, err)
+	}
+	for body, field := range map[string]string{
+		`{"actions": null}`:           "actions",
+		`{}`:                          "actions",
+		`{"actions": []}`:             "actions",
+		`{"actions": [{"x": 1}]}`:     "actions[0].action",
+		`{"actions": 5}`:              "actions",
+		`{"actions": [], "bogus": 1}`: "bogus",
+	} {
+		_, err := decodeBatchRequest([]byte(body))
+		var ve *input.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("%s: %v, want a field error on %q", body, err, field)
+		}
 	}
 }
 
@@ -41,23 +56,9 @@ func TestDecodeControlBatchNamesFields(t *testing.T) {
 	}
 }
 
-func TestFitInside(t *testing.T) {
-	cases := []struct{ w, h, mw, mh, ww, wh int }{
-		{320, 100, 1280, 800, 1280, 400},
-		{100, 100, 1280, 800, 800, 800},
-		{2000, 100, 1024, 640, 1024, 51},
-		{1, 1000, 1280, 800, 1, 800},
-	}
-	for _, c := range cases {
-		if w, h := fitInside(c.w, c.h, c.mw, c.mh); w != c.ww || h != c.wh {
-			t.Errorf("fitInside(%d, %d in %dx%d) = %dx%d, want %dx%d", c.w, c.h, c.mw, c.mh, w, h, c.ww, c.wh)
-		}
-	}
-}
-
 // checkDecoded holds for every batch request the decoder accepts: the
 // bounds that the run depends on are met.
-func checkDecoded(t *testing.T, r batchRequest, err error) {
+func checkDecoded(t *testing.T, r drive.Request, err error) {
 	if err != nil {
 		var ve *input.ValidationError
 		if !errors.As(err, &ve) {
@@ -65,16 +66,16 @@ func checkDecoded(t *testing.T, r batchRequest, err error) {
 		}
 		return
 	}
-	if len(r.batch) == 0 || r.settle < 0 || r.settle > maxSettle || r.timeout < 0 || r.timeout > maxTimeout {
+	if len(r.Batch) == 0 || r.Settle < 0 || r.Settle > drive.MaxSettle || r.SettleTimeout < 0 || r.SettleTimeout > drive.MaxSettleTimeout {
 		t.Fatalf("accepted %+v", r)
 	}
-	if (r.display.X == 0) != (r.display.Y == 0) || r.display.X < 0 || r.display.Y < 0 {
-		t.Fatalf("accepted display %v", r.display)
+	if (r.Display.X == 0) != (r.Display.Y == 0) || r.Display.X < 0 || r.Display.Y < 0 {
+		t.Fatalf("accepted display %v", r.Display)
 	}
-	if r.format != screenshot.PNG && r.format != screenshot.JPEG {
-		t.Fatalf("accepted format %q", r.format)
+	if r.Format != screenshot.PNG && r.Format != screenshot.JPEG {
+		t.Fatalf("accepted format %q", r.Format)
 	}
-	if err := input.Validate(r.batch, input.ValidateOptions{Space: input.NativeSpace{Width: 1280, Height: 800}, HasGuest: true}); err != nil {
+	if err := input.Validate(r.Batch, input.ValidateOptions{Space: input.NativeSpace{Width: 1280, Height: 800}, HasGuest: true}); err != nil {
 		var ve *input.ValidationError
 		if !errors.As(err, &ve) {
 			t.Fatalf("validation error %T %v is not a field error", err, err)

@@ -1,207 +1,46 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"image"
 	"image/color"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
-	"github.com/warmdesk/warmdesk/input"
-	"github.com/warmdesk/warmdesk/screenshot"
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
 	"github.com/warmdesk/warmdesk/web"
 )
 
-// The handler tests run the real server, Manager and runner on the fake
-// driver; only the Actions back end (guest agent, QMP) and the screens are
-// fakes.
+// The handler tests run the real server, Manager and drive service on the
+// fake driver; the guest agent and the screen are in-memory fakes.
 
 const actToken = "wd_test"
 
-// actDevice records the frames a runner sends.
-type actDevice struct {
-	mu     sync.Mutex
-	frames [][]input.Event
-	err    error
-}
-
-func (d *actDevice) Send(ctx context.Context, events []input.Event) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.err != nil {
-		return d.err
-	}
-	d.frames = append(d.frames, append([]input.Event(nil), events...))
-	return nil
-}
-
-func (d *actDevice) Frames() [][]input.Event {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([][]input.Event(nil), d.frames...)
-}
-
-type actGuest struct {
-	mu    sync.Mutex
-	typed []string
-	err   error
-}
-
-func (g *actGuest) TypeText(ctx context.Context, text string) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.err != nil {
-		return g.err
-	}
-	g.typed = append(g.typed, text)
-	return nil
-}
-
-// actFake is a web.Actions over a recording device.
-type actFake struct {
-	dev    *actDevice
-	guest  *actGuest
-	mu     sync.Mutex
-	runner *input.Runner
-	w, h   int
-
-	execFn    func(web.ExecRequest) (web.ExecResult, error)
-	streamOut []string // chunks ExecStream sends, "stdout:..." or "stderr:..."
-	files     map[string][]byte
-	clip      map[string]string
-	pointer   *input.Point
-}
-
-func newActFake(t *testing.T) *actFake {
-	f := &actFake{dev: &actDevice{}, guest: &actGuest{}, w: 1280, h: 800, files: map[string][]byte{}, clip: map[string]string{}}
-	r, err := input.NewRunner(input.RunnerConfig{Device: f.dev, Guest: f.guest, KeystrokeInterval: time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.runner = r
-	return f
-}
-
-func (f *actFake) Runner(id string) (*input.Runner, error) { return f.runner, nil }
-func (f *actFake) ScreenSize(id string) (int, int, error)  { return f.w, f.h, nil }
-func (f *actFake) LocatePointer(ctx context.Context, id string) error {
-	if f.pointer == nil {
-		return errors.New("no pointer")
-	}
-	f.runner.NotePointer(*f.pointer)
-	return nil
-}
-
-func (f *actFake) Exec(ctx context.Context, id string, req web.ExecRequest) (web.ExecResult, error) {
-	if f.execFn == nil {
-		return web.ExecResult{}, errors.New("no exec")
-	}
-	return f.execFn(req)
-}
-
-func (f *actFake) ExecStream(ctx context.Context, id string, req web.ExecRequest, out func(string, []byte)) (web.ExecResult, error) {
-	for _, c := range f.streamOut {
-		name, data, _ := strings.Cut(c, ":")
-		out(name, []byte(data))
-	}
-	res, err := f.Exec(ctx, id, req)
-	res.Stdout, res.Stderr = nil, nil
-	return res, err
-}
-
-type actFile struct {
-	*bytes.Reader
-	size int64
-}
-
-func (m actFile) Close() error { return nil }
-func (m actFile) Size() int64  { return m.size }
-
-func (f *actFake) ReadFile(ctx context.Context, id, path string) (web.GuestFile, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if path == "/tmp" {
-		return nil, fmt.Errorf("%w: /tmp is a directory", desktop.ErrInvalid)
-	}
-	data, ok := f.files[path]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s does not exist in the guest", desktop.ErrNotFound, path)
-	}
-	return actFile{bytes.NewReader(data), int64(len(data))}, nil
-}
-
-func (f *actFake) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return int64(len(data)), err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.files[path] = data
-	return int64(len(data)), nil
-}
-
-func (f *actFake) Clipboard(ctx context.Context, id, sel string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.clip[sel], nil
-}
-
-func (f *actFake) SetClipboard(ctx context.Context, id, sel, text string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.clip[sel] = text
-	return nil
-}
-
-// actScreen is a web.Screen over an in-memory source.
-type actScreen struct {
-	src *screenshottest.Source
-	cap *screenshot.Capturer
-}
-
-func (s actScreen) Source() screenshot.Source { return s.src }
-func (s actScreen) Capture(ctx context.Context, o screenshot.Options) (screenshot.Shot, error) {
-	return s.cap.Capture(ctx, o)
-}
-func (s actScreen) Dial(ctx context.Context) (net.Conn, error) { return nil, errors.New("no vnc") }
-func (s actScreen) Ready() <-chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
-
-type actScreens struct{ scr actScreen }
-
-func (f actScreens) Screen(id string) (web.Screen, bool) { return f.scr, true }
-
 // actHarness is a server with one running desktop.
 type actHarness struct {
-	t    *testing.T
-	mgr  *desktop.Manager
-	acts *actFake
-	src  *screenshottest.Source
-	srv  *httptest.Server
-	id   string
+	t     *testing.T
+	mgr   *desktop.Manager
+	guest *drivetest.Guest
+	src   *screenshottest.Source
+	srv   *httptest.Server
+	id    string
 }
 
 func newActHarness(t *testing.T) *actHarness {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	drv := desktoptest.NewFake()
+	guest := drivetest.NewGuest(drv)
 	cat, err := desktop.NewCatalog(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -217,19 +56,22 @@ func newActHarness(t *testing.T) *actHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := image.NewRGBA(image.Rect(0, 0, 1280, 800))
-	for i := range frame.Pix {
-		frame.Pix[i] = 0xff
-	}
-	src := screenshottest.NewSource(frame)
-	acts := newActFake(t)
-	srv := web.New(web.Config{
-		Manager: mgr, Token: actToken, Actions: acts,
-		Screens: actScreens{actScreen{src: src, cap: screenshot.NewCapturer(src, screenshot.CaptureConfig{})}},
-	})
+	screen := drivetest.NewScreen(1280, 800)
+	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: &drivetest.Screens{Default: screen}, KeystrokeInterval: time.Microsecond})
+	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: actToken})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &actHarness{t: t, mgr: mgr, acts: acts, src: src, srv: hs, id: d.ID}
+	return &actHarness{t: t, mgr: mgr, guest: guest, src: screen.Src, srv: hs, id: d.ID}
+}
+
+// frames are the input frames the desktop's machine received.
+func (h *actHarness) frames() [][]desktop.InputEvent {
+	h.t.Helper()
+	m, _, err := h.mgr.Machine(context.Background(), h.id, false)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return m.(*desktoptest.FakeMachine).Inputs()
 }
 
 // do sends a request with the daemon token and returns status and body.

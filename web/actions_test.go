@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 )
 
@@ -56,7 +56,7 @@ func TestActionsRejectsBadInputBeforeSending(t *testing.T) {
 			}
 		})
 	}
-	if n := len(h.acts.dev.Frames()); n != 0 {
+	if n := len(h.frames()); n != 0 {
 		t.Errorf("%d frames reached the desktop from rejected batches", n)
 	}
 }
@@ -87,11 +87,11 @@ func TestActionsRunAndReport(t *testing.T) {
 	if c := resp.Results[3].Cursor; c == nil || *c != (api.Point{X: 10, Y: 20}) {
 		t.Errorf("cursor %+v, want 10,20", c)
 	}
-	frames := h.acts.dev.Frames()
-	if len(frames) < 3 || frames[0][0] != (input.Event{Kind: input.MoveEvent, X: 10, Y: 20}) {
+	frames := h.frames()
+	if len(frames) < 3 || frames[0][0] != (desktop.InputEvent{Kind: desktop.InputMove, X: 10, Y: 20}) {
 		t.Fatalf("frames %v: want a move to 10,20 first", frames)
 	}
-	if got := h.acts.guest.typed; len(got) != 1 || got[0] != "café" {
+	if got := h.guest.Typed(); len(got) != 1 || got[0] != "café" {
 		t.Errorf("guest typed %q, want [café]", got)
 	}
 }
@@ -108,7 +108,7 @@ func TestActionsDisplaySpaceAndScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	wx, wy := screenshot.ScaleTo(1280, 800, 640, 400).ToNative(320, 200)
-	if f := h.acts.dev.Frames()[0][0]; f.X != wx || f.Y != wy {
+	if f := h.frames()[0][0]; f.X != wx || f.Y != wy {
 		t.Errorf("click reached native %d,%d, want %d,%d", f.X, f.Y, wx, wy)
 	}
 	if c := resp.Results[1].Cursor; c == nil || *c != (api.Point{X: 320, Y: 200}) {
@@ -211,14 +211,16 @@ func TestActionsRefusedByState(t *testing.T) {
 	if status != http.StatusConflict || code != "illegal_state" || state != "paused" {
 		t.Errorf("paused: %d %s state %q", status, code, state)
 	}
-	if n := len(h.acts.dev.Frames()); n != 0 {
+	if n := len(h.frames()); n != 0 {
 		t.Errorf("%d frames sent to a refused desktop", n)
 	}
 }
 
 func TestActionsFailureReportsResults(t *testing.T) {
 	h := newActHarness(t)
-	h.acts.guest.err = fmt.Errorf("%w: guest agent timeout", desktop.ErrUnavailable)
+	h.guest.Typing = func(context.Context, string) error {
+		return fmt.Errorf("%w: guest agent timeout", desktop.ErrUnavailable)
+	}
 	status, body := h.do("POST", h.path("/actions"), `{"actions": [{"action": "click", "x": 1, "y": 1}, {"action": "type", "text": "日本"}, {"action": "key", "chord": "Return"}]}`)
 	if status != http.StatusGatewayTimeout {
 		t.Fatalf("status %d, want 504: %s", status, body)
@@ -242,7 +244,7 @@ func TestActionsFailureReportsResults(t *testing.T) {
 		t.Errorf("cursor_position before any pointer action: %d %s", status, body)
 	}
 	// ... unless the guest can say where the pointer is.
-	h2.acts.pointer = &input.Point{X: 5, Y: 6}
+	h2.guest.SetPointer(5, 6)
 	status, body = h2.do("POST", h2.path("/actions"), `{"actions": [{"action": "cursor_position"}]}`)
 	if status != http.StatusOK || !strings.Contains(string(body), `"cursor":{"x":5,"y":6}`) {
 		t.Errorf("cursor_position located through the guest: %d %s", status, body)

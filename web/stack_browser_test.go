@@ -17,7 +17,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -45,13 +45,13 @@ func startStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(drv.Close)
-	screens := app.NewScreens(ctx, log)
+	mirrors := drive.NewMirrors(ctx, log)
 	mgr := desktop.NewManager(ctx, desktop.Config{
-		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: screens,
+		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: mirrors,
 	})
 	t.Cleanup(mgr.Close)
-	acts := app.NewActions(ctx, mgr, screens, log, app.ActionsConfig{})
-	srv := web.New(web.Config{Manager: mgr, Screens: screens, Token: testToken, Logger: log, Actions: acts})
+	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: mirrors, Logger: log})
+	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log})
 	seen := &requestLog{}
 	hs := httptest.NewServer(seen.wrap(srv.Handler()))
 	t.Cleanup(func() {

@@ -30,6 +30,9 @@ type Fake struct {
 	RestoreDelay time.Duration
 	// FailRestores makes restores fail with this error.
 	FailRestores error
+	// Guest, when set, is every machine's guest agent for the commands it
+	// speaks (exec, files); set it before the first machine starts.
+	Guest *Guest
 }
 
 var _ desktop.Driver = (*Fake)(nil)
@@ -319,8 +322,13 @@ func (m *FakeMachine) Screendump(ctx context.Context) (image.Image, error) {
 	return img, nil
 }
 
-// Agent is a fake guest agent.
-func (m *FakeMachine) Agent() desktop.GuestAgent { return fakeAgent{m} }
+// Agent is a fake guest agent: the Fake's Guest when it has one.
+func (m *FakeMachine) Agent() desktop.GuestAgent {
+	if g := m.f.Guest; g != nil {
+		return guestOrFake{g: g, fake: fakeAgent{m}}
+	}
+	return fakeAgent{m}
+}
 
 // DialVNC is not supported by the fake.
 func (m *FakeMachine) DialVNC(ctx context.Context) (net.Conn, error) {

@@ -25,7 +25,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 	"github.com/warmdesk/warmdesk/web"
@@ -63,17 +63,17 @@ func startStackOn(t *testing.T, flavor string) *actionStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(drv.Close)
-	screens := app.NewScreens(ctx, log)
+	mirrors := drive.NewMirrors(ctx, log)
 	lim := desktop.DefaultLimits()
 	lim.PoolSize = 0
 	mgr := desktop.NewManager(ctx, desktop.Config{
-		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: screens, Limits: lim,
+		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: mirrors, Limits: lim,
 	})
 	t.Cleanup(mgr.Close)
 	actx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	acts := app.NewActions(actx, mgr, screens, log, app.ActionsConfig{})
-	srv := web.New(web.Config{Manager: mgr, Screens: screens, Token: e2eToken, Logger: log, Actions: acts})
+	svc := drive.New(actx, drive.Config{Manager: mgr, Screens: mirrors, Logger: log})
+	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: e2eToken, Logger: log})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/vnc"
 )
 
@@ -79,7 +80,7 @@ func TestScreenshotsWhilePaused(t *testing.T) {
 	if !bytes.Equal(before, during) || hdr.Get("X-Screen-Width") != "1280" {
 		t.Errorf("a paused desktop's screenshot differs from the one before the pause")
 	}
-	_, err = s.c.Actions(ctx, s.id, api.ActionsRequest{Actions: []map[string]any{{"action": "move", "x": 10, "y": 10}}})
+	_, err = s.c.Actions(ctx, s.id, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindMove, At: &input.Point{X: 10, Y: 10}}}})
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.State != "paused" {
 		t.Errorf("input to a paused desktop: %v, want 409 with state paused", err)

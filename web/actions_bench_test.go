@@ -1,9 +1,6 @@
-package app_test
+package web_test
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,8 +10,8 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
-	"github.com/warmdesk/warmdesk/hostd/app"
-	"github.com/warmdesk/warmdesk/screenshot"
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -24,28 +21,8 @@ import (
 // the runner, the device's checks, SendInput, the answer out. What a real
 // desktop adds (QMP, the guest) is the e2e test's to measure.
 
-type benchScreen struct {
-	src *screenshottest.Source
-	cap *screenshot.Capturer
-}
-
-func (s benchScreen) Source() screenshot.Source { return s.src }
-func (s benchScreen) Capture(ctx context.Context, o screenshot.Options) (screenshot.Shot, error) {
-	return s.cap.Capture(ctx, o)
-}
-func (s benchScreen) Dial(context.Context) (net.Conn, error) { return nil, errors.New("no vnc") }
-func (s benchScreen) Ready() <-chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
-
-type benchScreens struct{ s benchScreen }
-
-func (b benchScreens) Screen(string) (web.Screen, bool) { return b.s, true }
-
-// benchServer is the real web server, Manager and Actions on the fake
-// driver, with one running desktop whose screen is src.
+// benchServer is the real web server, Manager and drive service on the
+// fake driver, with one running desktop whose screen is src.
 func benchServer(b *testing.B) (h http.Handler, id string, src *screenshottest.Source) {
 	b.Helper()
 	ctx := b.Context()
@@ -65,11 +42,11 @@ func benchServer(b *testing.B) (h http.Handler, id string, src *screenshottest.S
 	if err != nil {
 		b.Fatal(err)
 	}
-	acts := app.NewActions(ctx, mgr, app.NewScreens(ctx, nil), nil, app.ActionsConfig{})
-	src = screenshottest.NewSource(screenshottest.DesktopFrame(1280, 800, 1))
-	srv := web.New(web.Config{Manager: mgr, Token: "t", Actions: acts,
-		Screens: benchScreens{benchScreen{src: src, cap: screenshot.NewCapturer(src, screenshot.CaptureConfig{})}}})
-	return srv.Handler(), d.ID, src
+	scr := drivetest.NewScreen(1280, 800)
+	scr.Src.SetFrame(screenshottest.DesktopFrame(1280, 800, 1))
+	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: &drivetest.Screens{Default: scr}})
+	srv := web.New(web.Config{Manager: mgr, Token: "t", Drive: svc})
+	return srv.Handler(), d.ID, scr.Src
 }
 
 // runBench posts body b.N times and reports the latency distribution;

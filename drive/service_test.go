@@ -1,0 +1,303 @@
+package drive_test
+
+import (
+	"context"
+	"errors"
+	"image"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/drive/drivetest"
+	"github.com/warmdesk/warmdesk/input"
+)
+
+// The service's tests run it on the fake driver, with an in-memory guest
+// agent and screen: no HTTP, no QEMU.
+
+type harness struct {
+	t      *testing.T
+	mgr    *desktop.Manager
+	svc    *drive.Service
+	guest  *drivetest.Guest
+	screen *drivetest.Screen
+	id     string
+}
+
+func newHarness(t *testing.T, cfg drive.Config) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	drv := desktoptest.NewFake()
+	guest := drivetest.NewGuest(drv)
+	cat, err := desktop.NewCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
+		t.Fatal(err)
+	}
+	lim := desktop.DefaultLimits()
+	lim.PoolSize = 0
+	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
+	t.Cleanup(mgr.Close)
+	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: "snap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := drivetest.NewScreen(1280, 800)
+	cfg.Manager, cfg.Screens = mgr, &drivetest.Screens{Default: screen}
+	if cfg.KeystrokeInterval == 0 {
+		cfg.KeystrokeInterval = time.Microsecond
+	}
+	return &harness{t: t, mgr: mgr, svc: drive.New(ctx, cfg), guest: guest, screen: screen, id: d.ID}
+}
+
+func (h *harness) machine() *desktoptest.FakeMachine {
+	h.t.Helper()
+	m, _, err := h.mgr.Machine(context.Background(), h.id, false)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return m.(*desktoptest.FakeMachine)
+}
+
+func (h *harness) run(b input.Batch) (drive.Outcome, error) {
+	req := drive.NewRequest(b)
+	req.Settle = 0
+	return h.svc.Run(context.Background(), h.id, req)
+}
+
+func at(x, y int) *input.Point { return &input.Point{X: x, Y: y} }
+
+func TestRunSendsAClickToTheMachine(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	frames := h.machine().Inputs()
+	want := []desktop.InputEvent{
+		{Kind: desktop.InputMove, X: 10, Y: 20},
+		{Kind: desktop.InputButton, Button: "left", Down: true},
+		{Kind: desktop.InputButton, Button: "left"},
+	}
+	if len(frames) != len(want) {
+		t.Fatalf("frames %v, want %v", frames, want)
+	}
+	for i, f := range frames {
+		if len(f) != 1 || f[0] != want[i] {
+			t.Errorf("frame %d = %v, want %v", i, f, want[i])
+		}
+	}
+	if p, ok := h.svc.Pointer(h.id); !ok || p != (input.Point{X: 10, Y: 20}) {
+		t.Errorf("pointer = %v %v", p, ok)
+	}
+}
+
+func TestRunRefusesAnInvalidBatchWhole(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	_, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}, {Kind: input.KindMove, At: at(5000, 1)}})
+	var ve *input.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "actions[1].x" {
+		t.Fatalf("err = %v, want a validation error on actions[1].x", err)
+	}
+	if n := len(h.machine().Inputs()); n != 0 {
+		t.Errorf("%d frames sent for a batch that failed validation", n)
+	}
+}
+
+// blockGuestTyping makes typing through the guest (text the US layout
+// cannot type) wait until the returned function is called, and reports
+// each wait's start on started.
+func blockGuestTyping(h *harness) (started <-chan struct{}, release func()) {
+	gate := make(chan struct{})
+	st := make(chan struct{}, 4)
+	h.guest.Typing = func(ctx context.Context, text string) error {
+		st <- struct{}{}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	var once sync.Once
+	return st, func() { once.Do(func() { close(gate) }) }
+}
+
+func TestBatchesQueueInArrivalOrder(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	started, release := blockGuestTyping(h)
+	defer release()
+	first := make(chan error, 1)
+	go func() {
+		_, err := h.run(input.Batch{{Kind: input.KindType, Text: "café"}, {Kind: input.KindMove, At: at(1, 1)}})
+		first <- err
+	}()
+	<-started // the first batch holds the desktop's queue now
+	second := make(chan drive.Outcome, 1)
+	go func() {
+		out, _ := h.run(input.Batch{{Kind: input.KindMove, At: at(2, 2)}})
+		second <- out
+	}()
+	select {
+	case <-second:
+		t.Fatal("the second batch ran while the first was still running")
+	case <-time.After(50 * time.Millisecond):
+		// Bounded look for a wrong early answer; the order is checked below.
+	}
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	out := <-second
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	frames := h.machine().Inputs()
+	if len(frames) != 2 || frames[0][0].X != 1 || frames[1][0].X != 2 {
+		t.Errorf("frames %v: want the first batch's move, then the second's", frames)
+	}
+	if out.Result.Queued <= 0 {
+		t.Errorf("the second batch reports no time queued")
+	}
+}
+
+func TestAPersonTakingControlStopsTheAgent(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	started, release := blockGuestTyping(h)
+	defer release()
+	done := make(chan drive.Outcome, 1)
+	go func() {
+		out, _ := h.run(input.Batch{{Kind: input.KindType, Text: "café"}, {Kind: input.KindClick, At: at(5, 5)}})
+		done <- out
+	}()
+	<-started
+	if _, err := h.mgr.SetControl(h.id, desktop.ControlPerson, "ada"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	out := <-done
+	if !errors.Is(out.Err, desktop.ErrControlled) {
+		t.Fatalf("batch error = %v, want ErrControlled", out.Err)
+	}
+	if got := out.Result.Results[1].Status; got != input.StatusError {
+		t.Errorf("the click after the handover: %s", got)
+	}
+	for _, f := range h.machine().Inputs() {
+		for _, e := range f {
+			if e.Down || e.Kind == desktop.InputMove {
+				t.Errorf("input reached the machine after a person took control: %v", f)
+			}
+		}
+	}
+	// A new batch is refused before anything is sent.
+	if _, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}}); !errors.Is(err, desktop.ErrControlled) {
+		t.Errorf("batch while a person is in control: %v", err)
+	}
+	// Handed back, the agent drives again.
+	if _, err := h.mgr.SetControl(h.id, desktop.ControlAgent, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}}); err != nil || out.Err != nil {
+		t.Errorf("batch after handing back: %v %v", err, out.Err)
+	}
+}
+
+func TestRunRefusesAPausedDesktop(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	if _, err := h.mgr.Pause(context.Background(), h.id); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}})
+	var te *desktop.TransitionError
+	if !errors.As(err, &te) || te.From != desktop.StatePaused {
+		t.Errorf("err = %v, want a transition error from paused", err)
+	}
+}
+
+func TestDragWaitsForThePressThenPacesItsMoves(t *testing.T) {
+	const step = 20 * time.Millisecond
+	h := newHarness(t, drive.Config{DragStep: step, PressTimeout: 5 * time.Second, DragHold: time.Millisecond})
+	// The guest draws the pointer: every move shows on the screen.
+	m := h.machine()
+	h.screen.Src.OnPoke(func() {
+		if f := m.Inputs(); len(f) > 0 && f[len(f)-1][0].Kind == desktop.InputMove {
+			h.screen.Src.Touch()
+		}
+	})
+	path := []input.Point{{X: 100, Y: 100}, {X: 200, Y: 100}, {X: 300, Y: 100}}
+	out, err := h.run(input.Batch{{Kind: input.KindDrag, Path: path}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("drag: %v / %v", err, out.Err)
+	}
+	var kinds []string
+	for _, f := range m.Inputs() {
+		e := f[0]
+		switch e.Kind {
+		case desktop.InputMove:
+			kinds = append(kinds, "move")
+		case desktop.InputButton:
+			kinds = append(kinds, map[bool]string{true: "press", false: "release"}[e.Down])
+		}
+	}
+	// The nudge after the press (sealPress) comes before the first move.
+	want := "move press move move move release"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("frames: %s, want %s", got, want)
+	}
+	if nudge := m.Inputs()[2][0]; nudge.X != 101 || nudge.Y != 100 {
+		t.Errorf("the press was sealed with a move to %d,%d, want 101,100", nudge.X, nudge.Y)
+	}
+	// The second move waits a step after the first, and the release a
+	// step after the last move.
+	if out.Result.Elapsed < 2*step {
+		t.Errorf("drag took %s, less than its pacing of 2 x %s", out.Result.Elapsed, step)
+	}
+}
+
+func TestDeletedDesktopIsForgotten(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	if _, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.mgr.Delete(context.Background(), h.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run(input.Batch{{Kind: input.KindMove, At: at(1, 1)}}); !errors.Is(err, desktop.ErrNotFound) {
+		t.Errorf("batch on a deleted desktop: %v", err)
+	}
+}
+
+func TestTextOutsideTheUSLayoutIsTypedThroughTheGuest(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	out, err := h.run(input.Batch{{Kind: input.KindType, Text: "naïve 日本\n"}, {Kind: input.KindType, Text: "ok"}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if got := h.guest.Typed(); len(got) != 1 || got[0] != "naïve 日本\n" {
+		t.Errorf("typed through the guest: %q", got)
+	}
+	// "ok" is US text: key frames through QEMU, press and release each.
+	if n := len(h.machine().Inputs()); n != 2 {
+		t.Errorf("%d key frames for two US letters, want 2", n)
+	}
+}
+
+func TestCursorPositionAsksTheGuestWhenUnknown(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	h.guest.SetPointer(640, 400)
+	req := drive.NewRequest(input.Batch{{Kind: input.KindCursorPosition}})
+	req.Display = image.Pt(640, 400) // half the native size
+	out, err := h.svc.Run(context.Background(), h.id, req)
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if c := out.Result.Results[0].Cursor; c == nil || *c != (input.Point{X: 320, Y: 200}) {
+		t.Errorf("cursor %v, want 320,200 in the declared display", c)
+	}
+}
