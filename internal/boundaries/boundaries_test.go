@@ -1,0 +1,179 @@
+// Package boundaries holds the test that keeps the packages' import
+// boundaries (DESIGN.md's table): dependencies point toward desktop, only
+// hostd wires concrete drivers, and protocol packages stay free of HTTP
+// frameworks. A forbidden import fails it, naming the import and the path
+// that reaches it.
+package boundaries
+
+import (
+	"fmt"
+	"go/build"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/warmdesk/warmdesk"
+
+// rule forbids the packages under from (and their own imports, followed
+// through the module) to reach an import that forbidden matches. With
+// exact, only the packages named in from, not those below them.
+type rule struct {
+	from      []string
+	forbidden func(path string) bool
+	why       string
+	exact     bool
+}
+
+var drivers = []string{"desktop/qemu", "desktop/libvirt"}
+
+func under(path string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		p = module + "/" + p
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func stdlib(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+var rules = []rule{
+	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) }, "the domain imports only the standard library", true},
+	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
+	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
+	{[]string{"desktop/qemuvm"}, func(p string) bool { return under(p, drivers...) }, "the shared QEMU facts belong to no driver", false},
+	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
+	{[]string{"vnc", "input", "screenshot", "drive"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},
+	{[]string{"input", "api"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot") }, "the action vocabulary and the wire types depend on no service", false},
+}
+
+// graph maps each package of the module to its non-test imports.
+type graph map[string][]string
+
+func loadGraph(t *testing.T) graph {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	g := graph{}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "vendor") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.Default.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files here
+		}
+		rel, _ := filepath.Rel(root, path)
+		ip := module
+		if rel != "." {
+			ip += "/" + filepath.ToSlash(rel)
+		}
+		g[ip] = pkg.Imports
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// violations lists each forbidden import a rule's packages reach, with the
+// chain of module packages that reaches it.
+func (g graph) violations(r rule) []string {
+	var out []string
+	for pkg := range g {
+		if !under(pkg, r.from...) || r.exact && !slices.Contains(r.from, trim(pkg)) {
+			continue
+		}
+		seen := map[string]bool{pkg: true}
+		var walk func(p string, chain []string)
+		walk = func(p string, chain []string) {
+			for _, imp := range g[p] {
+				if r.forbidden(imp) {
+					out = append(out, fmt.Sprintf("%s imports %s (%s): %s", trim(pkg), imp, strings.Join(append(chain, trim(imp)), " -> "), r.why))
+					continue
+				}
+				if _, in := g[imp]; in && !seen[imp] {
+					seen[imp] = true
+					walk(imp, append(chain, trim(imp)))
+				}
+			}
+		}
+		walk(pkg, []string{trim(pkg)})
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func trim(p string) string { return strings.TrimPrefix(p, module+"/") }
+
+func TestImportBoundaries(t *testing.T) {
+	g := loadGraph(t)
+	for _, want := range []string{module + "/desktop", module + "/web", module + "/drive", module + "/desktop/libvirt"} {
+		if _, ok := g[want]; !ok {
+			t.Fatalf("package %s not found: the walk of the module is broken", want)
+		}
+	}
+	for _, r := range rules {
+		for _, v := range g.violations(r) {
+			t.Error(v)
+		}
+	}
+}
+
+// TestTheCheckFindsForbiddenImports runs the rules on a made-up module
+// that breaks them, so a check that silently passes everything fails here.
+func TestTheCheckFindsForbiddenImports(t *testing.T) {
+	m := func(p string) string { return module + "/" + p }
+	g := graph{
+		m("desktop"):             {"fmt", "github.com/gin-gonic/gin"},
+		m("desktop/libvirt"):     {m("desktop/qemu/qmp")},
+		m("desktop/qemu/qmp"):    {"net"},
+		m("web"):                 {m("drive")},
+		m("drive"):               {m("desktop/qemu")},
+		m("desktop/qemu"):        {m("desktop")},
+		m("input"):               {"strings"},
+		m("vnc"):                 {m("vnc/internal")},
+		m("vnc/internal"):        {"github.com/gin-gonic/gin"},
+		m("screenshot"):          {"image"},
+		m("hostd/app"):           {m("desktop/qemu"), m("desktop/libvirt")},
+		m("desktop/desktoptest"): {m("desktop")},
+	}
+	var got []string
+	for _, r := range rules {
+		got = append(got, g.violations(r)...)
+	}
+	for _, want := range []string{
+		"desktop imports github.com/gin-gonic/gin",
+		"desktop/libvirt imports github.com/warmdesk/warmdesk/desktop/qemu/qmp",
+		"web imports github.com/warmdesk/warmdesk/desktop/qemu (web -> drive -> desktop/qemu)",
+		"vnc imports github.com/gin-gonic/gin (vnc -> vnc/internal -> github.com/gin-gonic/gin)",
+	} {
+		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, want) }) {
+			t.Errorf("no violation %q among:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	for _, v := range got {
+		if strings.HasPrefix(v, "hostd/") {
+			t.Errorf("hostd may wire drivers, but: %s", v)
+		}
+	}
+}
