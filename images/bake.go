@@ -43,7 +43,7 @@ type BakeOptions struct {
 const DefaultReadyTimeout = 10 * time.Minute
 
 // Bake boots an image once, waits for its desktop to be ready and settled,
-// and saves it as a golden snapshot (DESIGN.md, recipe steps 1 and 2). It
+// and saves it as a golden snapshot (docs/ARCHITECTURE.md, copy-on-write step 1). It
 // then restores the snapshot once as a copy-on-write clone and checks that
 // the guest agent answers and the screen is not blank. On any failure it
 // kills what it started and leaves no snapshot behind.

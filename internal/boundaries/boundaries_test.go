@@ -1,5 +1,5 @@
 // Package boundaries holds the test that keeps the packages' import
-// boundaries (DESIGN.md's table): dependencies point toward desktop, only
+// boundaries (docs/ARCHITECTURE.md): dependencies point toward desktop, only
 // hostd wires concrete drivers, and protocol packages stay free of HTTP
 // frameworks. A forbidden import fails it, naming the import and the path
 // that reaches it.
