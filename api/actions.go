@@ -23,6 +23,10 @@ type ActionsRequest struct {
 	// TimeoutMs bounds that wait (default 5000): the screenshot is taken
 	// when the screen settles or at this deadline, whichever comes first.
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
+	// ReactionMs bounds how long, before the quiet period is timed, the
+	// server waits for the screen to react to the batch's input (default
+	// 1000, at most 10000; 0 does not wait for a reaction).
+	ReactionMs *int `json:"reaction_ms,omitempty"`
 	// DisplayWidth and DisplayHeight declare the coordinate space of the
 	// actions and the size of the screenshot, when the agent works on a
 	// scaled picture of the screen; absent means native pixels.
@@ -44,7 +48,13 @@ type ActionsResponse struct {
 	QueuedMs   float64        `json:"queued_ms"`
 	ElapsedMs  float64        `json:"elapsed_ms"`
 	Screenshot *Image         `json:"screenshot,omitempty"`
-	Error      *ErrorBody     `json:"error,omitempty"`
+	// SyncMs is how long the batch waited for the guest to take input
+	// before sending more (keys after a click, a drag's press).
+	SyncMs float64 `json:"sync_ms,omitempty"`
+	// Warnings say what the server could not confirm, such as keys sent
+	// after a click the guest was not seen to take.
+	Warnings []string   `json:"warnings,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
 }
 
 // ActionResult reports one action of a batch.
@@ -99,6 +109,12 @@ type Settle struct {
 	QuietMs  int     `json:"quiet_ms"`
 	// Changes counts the screen updates seen while waiting.
 	Changes uint64 `json:"changes"`
+	// Reacted says whether the screen reacted to the batch's input (more
+	// than the pointer's redraw, or any change after a bare move) before
+	// the quiet period was timed; absent when the batch sent no input.
+	// ReactionMs is how long that wait took.
+	Reacted    *bool   `json:"reacted,omitempty"`
+	ReactionMs float64 `json:"reaction_ms,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/desktops/{id}/exec: a program run in

@@ -20,6 +20,11 @@ const (
 	MaxSettleTimeout = time.Minute
 	// DefaultSettleTimeout is that wait's default bound.
 	DefaultSettleTimeout = 5 * time.Second
+	// DefaultReaction bounds the wait for the screen's first reaction to a
+	// batch's input before its quiet period is timed; MaxReaction bounds
+	// what a request may ask.
+	DefaultReaction = time.Second
+	MaxReaction     = 10 * time.Second
 )
 
 // Request is a batch to run and how to picture its end.
@@ -35,8 +40,11 @@ type Request struct {
 	// wait (0 captures at once too).
 	Settle        time.Duration
 	SettleTimeout time.Duration
-	Format        screenshot.Format
-	Quality       int
+	// Reaction bounds the wait, before the quiet period, for the screen to
+	// react to the batch's input (see Run); 0 does not wait for it.
+	Reaction time.Duration
+	Format   screenshot.Format
+	Quality  int
 	// Cursor draws the pointer into pictures when the display sends it
 	// apart from the framebuffer.
 	Cursor bool
@@ -49,7 +57,8 @@ type Request struct {
 // DefaultSettleTimeout.
 func NewRequest(batch input.Batch) Request {
 	return Request{
-		Batch: batch, Settle: screenshot.DefaultQuiet, SettleTimeout: DefaultSettleTimeout, Format: screenshot.PNG,
+		Batch: batch, Settle: screenshot.DefaultQuiet, SettleTimeout: DefaultSettleTimeout, Reaction: DefaultReaction,
+		Format: screenshot.PNG,
 	}
 }
 
@@ -58,6 +67,11 @@ func NewRequest(batch input.Batch) Request {
 type Picture struct {
 	Shot   screenshot.Shot
 	Settle *screenshot.Settle
+	// Reacted says whether the screen reacted to the batch's input before
+	// the quiet period was timed; nil when there was no input or no wait.
+	Reacted *bool
+	// ReactionWait is how long that took.
+	ReactionWait time.Duration
 }
 
 // Outcome is what a batch did.
@@ -72,14 +86,23 @@ type Outcome struct {
 	// Mids are the pictures of screenshot and zoom actions that are not
 	// last, by action index (Request.MidShots).
 	Mids map[int]Picture
+	// SyncWait is how long the batch waited for the guest to take input
+	// before sending more (keys after a click, a drag's press).
+	SyncWait time.Duration
+	// Warnings say what the batch could not confirm, such as keys sent
+	// after a click the guest was not seen to take.
+	Warnings []string
 }
 
 // Run runs a batch of actions on a desktop: it checks that the desktop
 // runs and no person holds it, validates the whole batch (nothing is sent
 // when that fails), queues behind the desktop's earlier batches, sends the
-// actions, then waits for the screen to settle and captures it if a
-// picture is wanted. The returned error is a failure before anything ran;
-// a failure of the batch itself is Outcome.Err.
+// actions, then, if a picture is wanted, waits for the screen to react to
+// the input (a change beyond the pointer's own redraw, or any change after
+// a bare move; at most Request.Reaction), then for it to settle, and
+// captures it. Keys never overtake a click: see device.sealPointer. The
+// returned error is a failure before anything ran; a failure of the batch
+// itself is Outcome.Err.
 func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, error) {
 	if err := req.check(); err != nil {
 		return Outcome{}, err
@@ -132,17 +155,40 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 			return nil
 		}
 	}
-	out.Result, out.Err = runner.Run(ctx, req.Batch, opts)
+	bctx, blog := withBatchLog(ctx)
+	out.Result, out.Err = runner.Run(bctx, req.Batch, opts)
+	blog.mu.Lock()
+	out.SyncWait, out.Warnings = blog.sync, blog.warnings
+	react := blog.input && req.Reaction > 0
+	since, bareMove := blog.counter, blog.bareMove
+	blog.mu.Unlock()
 	s.mgr.Touch(id)
 	s.mgr.Announce(id, desktop.EventAction, summarize(req.Batch, out.Err))
 	if out.Err != nil || !out.Result.Screenshot {
 		return out, nil
+	}
+	var reacted *bool
+	var reactionWait time.Duration
+	if react && req.Settle > 0 && req.SettleTimeout > 0 {
+		start := time.Now()
+		enough := beyondPointer
+		if bareMove {
+			enough = func([]image.Rectangle) bool { return true }
+		}
+		seen, err := waitDamage(ctx, scr, since, min(req.Reaction, req.SettleTimeout), enough)
+		if err != nil {
+			out.Err = fmt.Errorf("trailing screenshot: wait for the screen to react: %w", err)
+			return out, nil
+		}
+		reacted, reactionWait = &seen, time.Since(start)
+		req.SettleTimeout -= reactionWait
 	}
 	pic, err := s.settleAndCapture(ctx, runner, scr, req, out.Space, out.Result.Zoom)
 	if err != nil {
 		out.Err = fmt.Errorf("trailing screenshot: %w", err)
 		return out, nil
 	}
+	pic.Reacted, pic.ReactionWait = reacted, reactionWait
 	out.Picture = &pic
 	return out, nil
 }
@@ -156,6 +202,8 @@ func (r Request) check() error {
 		return fieldError("settle_ms", "%d: use 0 (capture at once) to %d", r.Settle.Milliseconds(), MaxSettle.Milliseconds())
 	case r.SettleTimeout < 0 || r.SettleTimeout > MaxSettleTimeout:
 		return fieldError("timeout_ms", "%d: use 0 to %d", r.SettleTimeout.Milliseconds(), MaxSettleTimeout.Milliseconds())
+	case r.Reaction < 0 || r.Reaction > MaxReaction:
+		return fieldError("reaction_ms", "%d: use 0 (do not wait for a reaction) to %d", r.Reaction.Milliseconds(), MaxReaction.Milliseconds())
 	}
 	return nil
 }

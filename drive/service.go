@@ -108,9 +108,10 @@ func (s *Service) desk(id string) (*desk, error) {
 		return d, nil
 	}
 	d := &desk{}
+	dev := &device{s: s, id: id}
 	r, err := input.NewRunner(input.RunnerConfig{
-		Device:            &device{s: s, id: id},
-		Guest:             guestTyper{s: s, id: id, slots: &d.typing},
+		Device:            dev,
+		Guest:             guestTyper{s: s, id: id, dev: dev, slots: &d.typing},
 		Limits:            s.cfg.Limits,
 		KeystrokeInterval: s.cfg.KeystrokeInterval,
 	})

@@ -3,6 +3,7 @@ package drive_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"strings"
 	"sync"
@@ -54,7 +55,9 @@ func newHarness(t *testing.T, cfg drive.Config) *harness {
 	if cfg.KeystrokeInterval == 0 {
 		cfg.KeystrokeInterval = time.Microsecond
 	}
-	return &harness{t: t, mgr: mgr, svc: drive.New(ctx, cfg), guest: guest, screen: screen, id: d.ID}
+	h := &harness{t: t, mgr: mgr, svc: drive.New(ctx, cfg), guest: guest, screen: screen, id: d.ID}
+	screen.FollowInput(h.machine())
+	return h
 }
 
 func (h *harness) machine() *desktoptest.FakeMachine {
@@ -223,13 +226,7 @@ func TestRunRefusesAPausedDesktop(t *testing.T) {
 func TestDragWaitsForThePressThenPacesItsMoves(t *testing.T) {
 	const step = 20 * time.Millisecond
 	h := newHarness(t, drive.Config{DragStep: step, PressTimeout: 5 * time.Second, DragHold: time.Millisecond})
-	// The guest draws the pointer: every move shows on the screen.
 	m := h.machine()
-	h.screen.Src.OnPoke(func() {
-		if f := m.Inputs(); len(f) > 0 && f[len(f)-1][0].Kind == desktop.InputMove {
-			h.screen.Src.Touch()
-		}
-	})
 	path := []input.Point{{X: 100, Y: 100}, {X: 200, Y: 100}, {X: 300, Y: 100}}
 	out, err := h.run(input.Batch{{Kind: input.KindDrag, Path: path}})
 	if err != nil || out.Err != nil {
@@ -299,5 +296,103 @@ func TestCursorPositionAsksTheGuestWhenUnknown(t *testing.T) {
 	}
 	if c := out.Result.Results[0].Cursor; c == nil || *c != (input.Point{X: 320, Y: 200}) {
 		t.Errorf("cursor %v, want 320,200 in the declared display", c)
+	}
+}
+
+// kinds names a machine's frames: move X,Y, press, release, key.
+func kinds(frames [][]desktop.InputEvent) string {
+	var out []string
+	for _, f := range frames {
+		switch e := f[0]; e.Kind {
+		case desktop.InputMove:
+			out = append(out, fmt.Sprintf("move %d,%d", e.X, e.Y))
+		case desktop.InputButton:
+			out = append(out, map[bool]string{true: "press", false: "release"}[e.Down])
+		case desktop.InputKey:
+			out = append(out, "key "+e.Key)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func TestKeysAfterAClickWaitForTheGuestToTakeIt(t *testing.T) {
+	h := newHarness(t, drive.Config{PressTimeout: 5 * time.Second})
+	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	// The nudge after the click, seen drawn, then the pointer back, then the key.
+	want := "move 10,20, press, release, move 11,20, move 10,20, key a"
+	if got := kinds(h.machine().Inputs()); got != want {
+		t.Errorf("frames: %s\nwant:   %s", got, want)
+	}
+	if out.SyncWait <= 0 || len(out.Warnings) != 0 {
+		t.Errorf("sync wait %s, warnings %q", out.SyncWait, out.Warnings)
+	}
+	// Across batches too, and for text typed through the guest.
+	if _, err := h.run(input.Batch{{Kind: input.KindClick, At: at(30, 40)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run(input.Batch{{Kind: input.KindType, Text: "é"}}); err != nil {
+		t.Fatal(err)
+	}
+	want += ", move 30,40, press, release, move 31,40, move 30,40"
+	if got := kinds(h.machine().Inputs()); got != want {
+		t.Errorf("frames: %s\nwant:   %s", got, want)
+	}
+	if got := h.guest.Typed(); len(got) != 1 {
+		t.Errorf("typed %q", got)
+	}
+	// Keys with no click before them go at once.
+	before := len(h.machine().Inputs())
+	if _, err := h.run(input.Batch{{Kind: input.KindKey, Chord: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(h.machine().Inputs()[before:]); got != "key b" {
+		t.Errorf("frames: %s, want only the key", got)
+	}
+}
+
+func TestKeysAfterAnUnseenClickGoOnWithAWarning(t *testing.T) {
+	h := newHarness(t, drive.Config{PressTimeout: 20 * time.Millisecond})
+	h.screen.Src.OnPoke(nil) // a guest that draws no pointer
+	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "without the guest being seen to take the click") {
+		t.Errorf("warnings %q", out.Warnings)
+	}
+	if got := kinds(h.machine().Inputs()); !strings.HasSuffix(got, "key a") {
+		t.Errorf("frames: %s: the key was not sent", got)
+	}
+}
+
+func TestTheTrailingScreenshotWaitsForAReaction(t *testing.T) {
+	h := newHarness(t, drive.Config{})
+	req := drive.NewRequest(input.Batch{{Kind: input.KindClick, At: at(10, 20)}})
+	req.Screenshot, req.Settle = true, 10*time.Millisecond
+	out, err := h.svc.Run(context.Background(), h.id, req)
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if p := out.Picture; p == nil || p.Reacted == nil || !*p.Reacted {
+		t.Fatalf("picture %+v: want a reaction seen", p)
+	}
+	// A screen that does not react: the wait ends at its bound and says so.
+	h.screen.Src.OnPoke(nil)
+	req.Reaction = 30 * time.Millisecond
+	out, err = h.svc.Run(context.Background(), h.id, req)
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if p := out.Picture; p == nil || p.Reacted == nil || *p.Reacted || p.ReactionWait < req.Reaction {
+		t.Fatalf("picture %+v: want no reaction after %s", p, req.Reaction)
+	}
+	// No input, no reaction wait.
+	req.Batch = input.Batch{{Kind: input.KindScreenshot}}
+	out, _ = h.svc.Run(context.Background(), h.id, req)
+	if p := out.Picture; p == nil || p.Reacted != nil {
+		t.Fatalf("picture %+v: want no reaction wait for a batch without input", p)
 	}
 }

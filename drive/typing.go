@@ -58,6 +58,7 @@ cat "$f"`
 type guestTyper struct {
 	s     *Service
 	id    string
+	dev   *device
 	slots *typingSlots
 }
 
@@ -71,6 +72,10 @@ func (g guestTyper) TypeText(ctx context.Context, text string) error {
 		return err
 	}
 	if err := d.InputAllowed(); err != nil {
+		return err
+	}
+	// Text typed in the guest must not overtake a click either.
+	if err := g.dev.syncKeys(ctx); err != nil {
 		return err
 	}
 	g.slots.mu.Lock()

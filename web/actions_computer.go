@@ -150,7 +150,8 @@ func (s *Server) postOpenAI(c *gin.Context) {
 }
 
 // adapterSpec reads what an adapter call takes besides its body: the
-// declared display, and optionally format, quality, settle_ms, timeout_ms.
+// declared display, and optionally format, quality, settle_ms, timeout_ms,
+// reaction_ms.
 func adapterSpec(c *gin.Context, wName, hName string) (drive.Request, bool) {
 	spec := drive.NewRequest(nil)
 	spec.Cursor = true
@@ -187,6 +188,10 @@ func adapterSpec(c *gin.Context, wName, hName string) (drive.Request, bool) {
 	}
 	if spec.SettleTimeout, err = msParam(c.Query("timeout_ms"), spec.SettleTimeout, 0, drive.MaxSettleTimeout); err != nil {
 		badRequest(c, "timeout_ms", err.Error())
+		return spec, false
+	}
+	if spec.Reaction, err = msParam(c.Query("reaction_ms"), spec.Reaction, 0, drive.MaxReaction); err != nil {
+		badRequest(c, "reaction_ms", err.Error())
 		return spec, false
 	}
 	return spec, true

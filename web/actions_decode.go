@@ -67,6 +67,12 @@ func batchRequest(f api.ActionsRequest) (drive.Request, error) {
 		}
 		r.SettleTimeout = time.Duration(*f.TimeoutMs) * time.Millisecond
 	}
+	if f.ReactionMs != nil {
+		if *f.ReactionMs < 0 || time.Duration(*f.ReactionMs)*time.Millisecond > drive.MaxReaction {
+			return r, fieldError("reaction_ms", "%d: use 0 (do not wait for a reaction) to %d", *f.ReactionMs, drive.MaxReaction.Milliseconds())
+		}
+		r.Reaction = time.Duration(*f.ReactionMs) * time.Millisecond
+	}
 	if r.Display, err = displaySize(f.DisplayWidth, f.DisplayHeight, "display_width", "display_height"); err != nil {
 		return r, err
 	}

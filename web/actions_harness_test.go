@@ -61,7 +61,13 @@ func newActHarness(t *testing.T) *actHarness {
 	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: actToken})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &actHarness{t: t, mgr: mgr, guest: guest, src: screen.Src, srv: hs, id: d.ID}
+	h := &actHarness{t: t, mgr: mgr, guest: guest, src: screen.Src, srv: hs, id: d.ID}
+	m, _, err := mgr.Machine(ctx, d.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen.FollowInput(m.(*desktoptest.FakeMachine))
+	return h
 }
 
 // frames are the input frames the desktop's machine received.

@@ -29,6 +29,10 @@ func imageOf(pic drive.Picture, quiet time.Duration) *api.Image {
 	}
 	if st != nil {
 		img.Settle = &api.Settle{Settled: st.Settled, WaitedMs: ms(st.Waited), QuietMs: int(quiet.Milliseconds()), Changes: st.Changes}
+		if pic.Reacted != nil {
+			img.Settle.Reacted, img.Settle.ReactionMs = pic.Reacted, ms(pic.ReactionWait)
+			img.Settle.WaitedMs += img.Settle.ReactionMs
+		}
 	}
 	return img
 }
@@ -42,6 +46,8 @@ func response(o drive.Outcome, quiet time.Duration) api.ActionsResponse {
 		Results:   make([]api.ActionResult, len(o.Result.Results)),
 		QueuedMs:  ms(o.Result.Queued),
 		ElapsedMs: ms(o.Result.Elapsed),
+		SyncMs:    ms(o.SyncWait),
+		Warnings:  o.Warnings,
 	}
 	for i, r := range o.Result.Results {
 		ar := api.ActionResult{Index: r.Index, Action: string(r.Kind), Status: string(r.Status), Error: r.Error, ElapsedMs: ms(r.Elapsed)}

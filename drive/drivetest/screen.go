@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/screenshot"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
@@ -59,6 +60,24 @@ func (s *Screen) Size() image.Point { return s.size }
 
 // Damage is unknown.
 func (s *Screen) Damage(since uint64) ([]image.Rectangle, bool) { return nil, false }
+
+// FollowInput makes the screen change once for each batch of input frames
+// that reached machine, when the service pokes it after sending them, as a
+// guest that draws its pointer into the framebuffer does.
+func (s *Screen) FollowInput(machine *desktoptest.FakeMachine) {
+	var mu sync.Mutex
+	seen := 0
+	s.Src.OnPoke(func() {
+		n := len(machine.Inputs())
+		mu.Lock()
+		changed := n != seen
+		seen = n
+		mu.Unlock()
+		if changed {
+			s.Src.Touch()
+		}
+	})
+}
 
 // Screens gives every desktop the same screen, or the one set for it.
 type Screens struct {
