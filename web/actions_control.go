@@ -94,11 +94,13 @@ func (s *Server) controlSocket(c *gin.Context) {
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
+	// Subscribed before the hello, so no change after it goes unsaid.
+	events, stopEvents := s.cfg.Manager.Subscribe()
 	view := s.view(d)
 	sess.send(ctx, api.ControlReply{Type: "hello", Desktop: &view})
 	sess.start(ctx, cancel, sess.write)
 	sess.start(ctx, cancel, sess.runBatches)
-	sess.start(ctx, cancel, sess.desktopEvents)
+	sess.start(ctx, cancel, func(ctx context.Context) { sess.desktopEvents(ctx, events, stopEvents) })
 	sess.start(ctx, cancel, sess.screenEvents)
 	err = sess.read(ctx)
 	cancel()
@@ -340,9 +342,8 @@ func (cs *controlSession) exec(rctx, ctx context.Context, id string, req drive.E
 
 // desktopEvents forwards the desktop's state and control changes; after
 // its deletion the session ends.
-func (cs *controlSession) desktopEvents(ctx context.Context) {
+func (cs *controlSession) desktopEvents(ctx context.Context, events <-chan desktop.Event, stop func()) {
 	for {
-		events, stop := cs.s.cfg.Manager.Subscribe()
 		for open := true; open; {
 			select {
 			case <-ctx.Done():
@@ -367,6 +368,7 @@ func (cs *controlSession) desktopEvents(ctx context.Context) {
 			}
 		}
 		stop()
+		events, stop = cs.s.cfg.Manager.Subscribe()
 	}
 }
 
