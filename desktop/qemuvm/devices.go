@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // Fixed names the device list and the rest of the command line refer to. A
@@ -42,6 +44,24 @@ func DeviceArgs(width, height int) []string {
 		"isa-serial,id=serial0,chardev=" + SerialCharID,
 		"vmgenid,id=vmgenid0",
 	}
+}
+
+// BakeShape is the machine a bake of spec boots on a host of shape host:
+// the host's QEMU build, accelerator, machine type and CPU model, the
+// spec's CPUs, memory and resolution, and the device list at that
+// resolution. The snapshot's manifest records it, and every restore must
+// reproduce it.
+func BakeShape(host desktop.MachineShape, spec desktop.BootSpec) desktop.MachineShape {
+	s := host
+	s.CPUs, s.MemoryMiB = spec.CPUs, spec.MemoryMiB
+	s.Width, s.Height = spec.Image.Width, spec.Image.Height
+	s.Devices = DeviceArgs(s.Width, s.Height)
+	return s
+}
+
+// KernelBoot is the direct kernel boot of a guest image.
+func KernelBoot(img desktop.BootImage) *Boot {
+	return &Boot{Kernel: img.Kernel, Initrd: img.Initrd, Cmdline: img.Cmdline}
 }
 
 // Memory says where guest RAM lives.

@@ -496,3 +496,17 @@ func TestRefuseSnapshotSaysHowToRebake(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestBakeShape(t *testing.T) {
+	host := desktop.MachineShape{QEMUVersion: "7.2.22", QEMUSHA256: "a", Accel: "tcg", Type: "pc-q35-7.2", CPU: "max"}
+	s := qemuvm.BakeShape(host, desktop.BootSpec{CPUs: 2, MemoryMiB: 1024, Image: desktop.BootImage{Width: 1024, Height: 768, Kernel: "/k"}})
+	if s.QEMUVersion != "7.2.22" || s.Accel != "tcg" || s.CPUs != 2 || s.MemoryMiB != 1024 || s.Width != 1024 || s.Height != 768 {
+		t.Errorf("shape %+v", s)
+	}
+	if !slices.Equal(s.Devices, qemuvm.DeviceArgs(1024, 768)) {
+		t.Errorf("devices %v", s.Devices)
+	}
+	if len(s.Mismatch(s)) != 0 {
+		t.Errorf("a bake's shape mismatches itself: %v", s.Mismatch(s))
+	}
+}
