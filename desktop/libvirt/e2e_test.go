@@ -74,24 +74,18 @@ func domainExists(t *testing.T, l *golibvirt.Libvirt, name string) bool {
 	return err == nil
 }
 
-// TestConformanceOnLibvirt runs the lifecycle suite on a real libvirtd
+// TestConformanceOnLibvirt runs the conformance suite on a real libvirtd
 // (TCG domains) with the minimal snapshot the QEMU driver baked: every
 // create here is a cross-driver restore.
 func TestConformanceOnLibvirt(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	runDir, dataDir := testenv.RunDir(t), t.TempDir()
-	var drivers []*libvirt.Driver
-	t.Cleanup(func() {
-		for _, d := range drivers {
-			d.Close()
-		}
-	})
 	l := virt(t)
 	start := time.Now()
 	desktoptest.Run(t, desktoptest.Harness{
 		NewDriver: func(t *testing.T) desktop.Driver {
 			d := newDriver(t, runDir, dataDir)
-			drivers = append(drivers, d)
+			t.Cleanup(d.Close) // the suite closes it too; a second Close does nothing
 			return d
 		},
 		Catalog:  baked.Catalog,
@@ -119,6 +113,8 @@ func TestConformanceOnLibvirt(t *testing.T) {
 			}
 			return true
 		},
+		Running: func(t *testing.T) []string { return domainsUnder(t, l, runDir) },
+		GuestOS: true,
 		Timeout: 3 * time.Minute,
 		Logger:  testenv.Logger(t),
 	})
