@@ -38,6 +38,11 @@ type Harness struct {
 	// the guest (randomness, clock and identity of clones) need it; the
 	// fake driver has no guest and skips them, saying so.
 	GuestOS bool
+	// SmallDir, when set, returns a directory on a new filesystem of 64 MiB
+	// that the driver's machines reach by the same path, gone when the test
+	// ends. nil: the suite mounts a tmpfs itself (as root), which serves
+	// when the machines share this process's mount namespace.
+	SmallDir func(t *testing.T) string
 	// Timeout bounds each operation; real drivers under TCG need minutes.
 	Timeout time.Duration
 	// Logger is optional.

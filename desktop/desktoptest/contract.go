@@ -196,15 +196,8 @@ func concurrentMixedCalls(t *testing.T, h Harness) {
 // A snapshot into a filesystem too small for it fails cleanly: the source
 // keeps running and no partial snapshot is listed or left.
 func snapshotOnFullDisk(t *testing.T, h Harness) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
-		t.Skipf("cannot mount a small tmpfs: %v", err)
-	}
-	// Registered before the env's own cleanup, so it runs after it.
-	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	// Made before the env, so it goes after the env's own cleanup.
+	small := smallDir(t, h)
 	// A catalog on the small filesystem that holds the golden snapshot by
 	// links to its files.
 	cat, err := desktop.NewCatalog(filepath.Join(small, "snapshots"))
@@ -249,4 +242,21 @@ func snapshotOnFullDisk(t *testing.T, h Harness) {
 	e.screenOK(t, d.ID)
 	e.guestAlive(t, d.ID)
 	e.remove(t, d.ID)
+}
+
+// smallDir is a directory on a new 64 MiB filesystem, from the harness or
+// a tmpfs mounted here.
+func smallDir(t *testing.T, h Harness) string {
+	if h.SmallDir != nil {
+		return h.SmallDir(t)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
 }

@@ -65,7 +65,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	if err := qemuvm.SnapshotRoom(dir, rec.Shape.MemoryMiB); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
-	node, err := m.topNode(ctx)
+	node, err := qemuvm.ActiveDisk(ctx, m.monitor())
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -104,6 +104,19 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	if err := migrateInto(ctx, m, tmpl); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
+	if !wasRunning {
+		// A completed outgoing migration leaves the source's disks
+		// inactive, and only cont activates them again; a paused desktop
+		// left so aborts QEMU at its next block operation (the
+		// change-backing-file of AdoptSnapshot, or a second snapshot's
+		// freeze). So it runs for the moment between resume and pause.
+		if err := m.resume(ctx); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: reactivate the paused desktop's disks: %w", err)
+		}
+		if err := m.Pause(ctx); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: pause the desktop again: %w", err)
+		}
+	}
 	resume()
 	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
@@ -135,25 +148,6 @@ func (d *Driver) startTemplate(ctx context.Context, src record, memPath string, 
 		return nil, err
 	}
 	return m, nil
-}
-
-// topNode finds the qcow2 node of the machine's current top overlay
-// (libvirt names its nodes itself).
-func (m *Machine) topNode(ctx context.Context) (qemuvm.BlockNode, error) {
-	nodes, err := qemuvm.BlockNodes(ctx, m.monitor())
-	if err != nil {
-		return qemuvm.BlockNode{}, err
-	}
-	return findNode(nodes, m.record().Disk)
-}
-
-func findNode(nodes []qemuvm.BlockNode, file string) (qemuvm.BlockNode, error) {
-	for _, n := range nodes {
-		if n.Driver == "qcow2" && n.File == file {
-			return n, nil
-		}
-	}
-	return qemuvm.BlockNode{}, fmt.Errorf("no qcow2 block node for %s", file)
 }
 
 // snapshotXML is the disk-only external snapshot that puts overlay on top
@@ -226,7 +220,8 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	if rec.Template || rec.Frozen == "" {
 		return nil
 	}
-	node, err := m.topNode(ctx)
+	// libvirt names its nodes itself: the top one is the disk's.
+	node, err := qemuvm.ActiveDisk(ctx, m.monitor())
 	if err != nil {
 		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
 	}

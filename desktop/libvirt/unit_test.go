@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 func TestParseURI(t *testing.T) {
@@ -100,20 +99,6 @@ func TestParseAgentChannel(t *testing.T) {
 	}
 	if s, p := parseAgentChannel(`<domain><devices/></domain>`); s != agentUnknown || p != "" {
 		t.Errorf("no channel read as %d at %q", s, p)
-	}
-}
-
-func TestFindNode(t *testing.T) {
-	nodes := []qemuvm.BlockNode{
-		{NodeName: "libvirt-1-storage", Driver: "file", File: "/d/disk-0.qcow2"},
-		{NodeName: "libvirt-1-format", Driver: "qcow2", File: "/d/disk-0.qcow2"},
-		{NodeName: "libvirt-2-format", Driver: "qcow2", File: "/s/disk.qcow2"},
-	}
-	if n, err := findNode(nodes, "/d/disk-0.qcow2"); err != nil || n.NodeName != "libvirt-1-format" {
-		t.Errorf("findNode = %+v, %v", n, err)
-	}
-	if _, err := findNode(nodes, "/d/disk-9.qcow2"); err == nil {
-		t.Error("found a node for a file no node has")
 	}
 }
 

@@ -79,7 +79,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	var phases []any
 	phase := func(name string) { phases = append(phases, name, time.Since(start).Round(time.Millisecond)) }
 	defer func() { m.log.Debug("snapshot of a running machine", phases...) }()
-	size, err := m.diskVirtualSize(ctx)
+	disk, err := qemuvm.ActiveDisk(ctx, m.qmp)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -103,7 +103,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	// The template process starts before the desktop pauses, to keep the
 	// pause short. Its disk is blank: it never runs, and clones will use
 	// the frozen overlay instead.
-	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, size)
+	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, disk.Image.VirtualSize)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -308,21 +308,6 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	m.rec.Frozen = ""
 	m.mu.Unlock()
 	return nil
-}
-
-// diskVirtualSize asks QEMU for the size of the disk the guest sees.
-func (m *Machine) diskVirtualSize(ctx context.Context) (int64, error) {
-	nodes, err := qemuvm.BlockNodes(ctx, m.qmp)
-	if err != nil {
-		return 0, err
-	}
-	want := m.record().DiskNode
-	for _, n := range nodes {
-		if n.NodeName == want {
-			return n.Image.VirtualSize, nil
-		}
-	}
-	return 0, fmt.Errorf("disk node %s not found", want)
 }
 
 // Hibernate writes the whole machine state, RAM included, to its data

@@ -19,6 +19,7 @@ const (
 	NetdevID        = "hostnet0"
 	MonitorCharID   = "charmonitor"
 	AgentPortName   = "org.qemu.guest_agent.0"
+	DiskDeviceID    = "virtio-disk0"
 	// GuestMAC is the same in every clone: each clone has its own
 	// user-mode network, so they never meet.
 	GuestMAC = "52:54:00:77:64:01"
@@ -39,7 +40,7 @@ func DeviceArgs(width, height int) []string {
 		"usb-tablet,id=input0,bus=usb.0,port=1",
 		"virtio-serial-pci,id=virtio-serial0,bus=pcie.0,addr=0x3",
 		"virtserialport,id=channel0,bus=virtio-serial0.0,nr=1,chardev=" + AgentCharID + ",name=" + AgentPortName,
-		"virtio-blk-pci,id=virtio-disk0,drive=" + DiskNodeID + ",bus=pcie.0,addr=0x4",
+		"virtio-blk-pci,id=" + DiskDeviceID + ",drive=" + DiskNodeID + ",bus=pcie.0,addr=0x4",
 		"virtio-net-pci,id=net0,netdev=" + NetdevID + ",mac=" + GuestMAC + ",bus=pcie.0,addr=0x5",
 		"isa-serial,id=serial0,chardev=" + SerialCharID,
 		"vmgenid,id=vmgenid0",

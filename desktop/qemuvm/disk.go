@@ -76,23 +76,39 @@ func ChangeBackingFile(ctx context.Context, ex Executor, node, backing string) e
 	return ex.Execute(ctx, "change-backing-file", args, nil)
 }
 
-// BlockNode is one entry of query-named-block-nodes.
+// BlockNode is a block node as query-block describes the one a device
+// has inserted.
 type BlockNode struct {
 	NodeName string `json:"node-name"`
 	Driver   string `json:"drv"`
-	File     string `json:"file"`
-	Image    struct {
+	// File is the image's file name, or a json: pseudo-name when the
+	// header's backing file differs from the backing node QEMU has open
+	// (as after change-backing-file).
+	File  string `json:"file"`
+	Image struct {
 		VirtualSize int64 `json:"virtual-size"`
 	} `json:"image"`
 }
 
-// BlockNodes lists the machine's block nodes (flat: every layer).
-func BlockNodes(ctx context.Context, ex Executor) ([]BlockNode, error) {
-	var nodes []BlockNode
-	if err := ex.Execute(ctx, "query-named-block-nodes", map[string]bool{"flat": true}, &nodes); err != nil {
-		return nil, err
+// ActiveDisk is the block node the guest's disk (DiskDeviceID) reads and
+// writes: the top of its backing chain, whatever the driver named it.
+func ActiveDisk(ctx context.Context, ex Executor) (BlockNode, error) {
+	var devices []struct {
+		Device   string     `json:"device"`
+		Qdev     string     `json:"qdev"`
+		Inserted *BlockNode `json:"inserted"`
 	}
-	return nodes, nil
+	if err := ex.Execute(ctx, "query-block", nil, &devices); err != nil {
+		return BlockNode{}, err
+	}
+	for _, d := range devices {
+		// qdev is the device's id, or (for a virtio device) the QOM path
+		// of its backend under the id.
+		if d.Inserted != nil && (d.Qdev == DiskDeviceID || strings.Contains(d.Qdev, "/"+DiskDeviceID+"/")) {
+			return *d.Inserted, nil
+		}
+	}
+	return BlockNode{}, fmt.Errorf("no disk inserted in %s", DiskDeviceID)
 }
 
 // CopySparse copies a file, keeping its holes (SEEK_DATA/SEEK_HOLE), into

@@ -313,20 +313,29 @@ func TestChangeBackingFile(t *testing.T) {
 	}
 }
 
-func TestBlockNodes(t *testing.T) {
+// The active disk is found by the device, not by a file name: after
+// change-backing-file QEMU names the top image with a json: pseudo-name.
+func TestActiveDisk(t *testing.T) {
 	mon := qemuvmtest.New()
-	mon.Handle("query-named-block-nodes", func(json.RawMessage) (any, error) {
-		return json.RawMessage(`[{"node-name":"libvirt-1-format","drv":"qcow2","file":"/d/disk-0.qcow2","image":{"virtual-size":4294967296}}]`), nil
-	})
-	nodes, err := qemuvm.BlockNodes(ctx(t), mon)
+	mon.Reply("query-block", json.RawMessage(`[
+		{"device":"","qdev":"/machine/peripheral/virtio-disk0/virtio-backend","inserted":{"node-name":"libvirt-4-format","drv":"qcow2",
+		 "file":"json:{\"backing\": {\"driver\": \"qcow2\"}, \"driver\": \"qcow2\", \"file\": {\"driver\": \"file\", \"filename\": \"/d/disk-1.qcow2\"}}",
+		 "image":{"virtual-size":4294967296}}},
+		{"device":"","qdev":"/machine/peripheral/other/virtio-backend"}]`))
+	n, err := qemuvm.ActiveDisk(ctx(t), mon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 1 || nodes[0].NodeName != "libvirt-1-format" || nodes[0].Image.VirtualSize != 4<<30 || nodes[0].File != "/d/disk-0.qcow2" {
-		t.Errorf("nodes %+v", nodes)
+	if n.NodeName != "libvirt-4-format" || n.Image.VirtualSize != 4<<30 {
+		t.Errorf("node %+v", n)
 	}
-	if got := string(mon.Commands()[0].Args); got != `{"flat":true}` {
-		t.Errorf("args %s", got)
+	mon.Reply("query-block", json.RawMessage(`[{"device":"","qdev":"virtio-disk0","inserted":{"node-name":"disk1","drv":"qcow2","file":"/d/disk-1.qcow2"}}]`))
+	if n, err := qemuvm.ActiveDisk(ctx(t), mon); err != nil || n.NodeName != "disk1" {
+		t.Errorf("by id: %+v, %v", n, err)
+	}
+	mon.Reply("query-block", json.RawMessage(`[{"device":"","qdev":"/machine/peripheral/virtio-disk0/virtio-backend"}]`))
+	if _, err := qemuvm.ActiveDisk(ctx(t), mon); err == nil {
+		t.Error("found a disk in an empty drive")
 	}
 }
 
