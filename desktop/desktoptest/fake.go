@@ -5,14 +5,15 @@ package desktoptest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -56,6 +57,17 @@ func (f *Fake) Live() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.machines)
+}
+
+// Running names the machines whose "process" runs (Harness.Running).
+func (f *Fake) Running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]string, 0, len(f.machines))
+	for id := range f.machines {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 type fakeRecord struct {
@@ -169,9 +181,13 @@ type FakeMachine struct {
 	rec    fakeRecord
 	status string
 	inputs [][]desktop.InputEvent
-	reason string
-	exited chan struct{}
-	ended  bool
+	// pointer is where the last move went (shown once moved); keys counts
+	// key presses: the fake screen shows both, as a guest's would.
+	pointer *image.Point
+	keys    int
+	reason  string
+	exited  chan struct{}
+	ended   bool
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
@@ -232,10 +248,18 @@ func (m *FakeMachine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	return b, nil
 }
 
-// Snapshot writes small stand-in files.
+// Snapshot writes small stand-in files. Like a real driver's, it refuses
+// a directory whose filesystem could not hold the machine's RAM.
 func (m *FakeMachine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	if err := m.alive(); err != nil {
 		return desktop.MachineShape{}, err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return desktop.MachineShape{}, err
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < int64(m.shape.MemoryMiB)<<20 {
+		return desktop.MachineShape{}, fmt.Errorf("%w: %s has %d MiB free, a snapshot needs %d MiB", desktop.ErrCapacity, dir, free>>20, m.shape.MemoryMiB)
 	}
 	for _, role := range []string{desktop.FileMemory, desktop.FileState, desktop.FileDisk} {
 		if err := os.WriteFile(filepath.Join(dir, role), []byte(role+" of "+m.rec.ID), 0o600); err != nil {
@@ -291,16 +315,33 @@ func (m *FakeMachine) ExitReason() string {
 	return m.reason
 }
 
-// SendInput records the frame.
+// SendInput records the frame, refusing what QEMU would refuse.
 func (m *FakeMachine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
 	if err := m.alive(); err != nil {
 		return err
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, h := m.screen()
+	for _, e := range events {
+		if e.Kind == desktop.InputMove && (e.X < 0 || e.Y < 0 || e.X >= w || e.Y >= h) {
+			return fmt.Errorf("%w: pointer position %d,%d is outside the %dx%d screen", desktop.ErrInvalid, e.X, e.Y, w, h)
+		}
+	}
 	m.inputs = append(m.inputs, append([]desktop.InputEvent(nil), events...))
-	m.mu.Unlock()
+	for _, e := range events {
+		switch {
+		case e.Kind == desktop.InputMove:
+			m.pointer = &image.Point{X: e.X, Y: e.Y}
+		case e.Kind == desktop.InputKey && e.Down:
+			m.keys++
+		}
+	}
 	return nil
 }
+
+// screen is the fake screen's size; m.mu must be held.
+func (m *FakeMachine) screen() (int, int) { return max(m.rec.Width, 64), max(m.rec.Height, 48) }
 
 // Inputs returns the frames sent so far.
 func (m *FakeMachine) Inputs() [][]desktop.InputEvent {
@@ -309,17 +350,35 @@ func (m *FakeMachine) Inputs() [][]desktop.InputEvent {
 	return append([][]desktop.InputEvent(nil), m.inputs...)
 }
 
-// Screendump returns a two-colour picture of the machine's screen size.
+// Screendump returns a picture of the machine's screen size: grey with a
+// white dot, a white mark per key pressed along the top, and the pointer
+// (a white square) where the last move went.
 func (m *FakeMachine) Screendump(ctx context.Context) (image.Image, error) {
 	if err := m.alive(); err != nil {
 		return nil, err
 	}
-	img := image.NewRGBA(image.Rect(0, 0, max(m.rec.Width, 64), max(m.rec.Height, 48)))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.picture(), nil
+}
+
+// picture draws the fake screen; m.mu must be held.
+func (m *FakeMachine) picture() *image.RGBA {
+	w, h := m.screen()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for i := range img.Pix {
 		img.Pix[i] = 0x40
 	}
 	img.Set(10, 10, color.White)
-	return img, nil
+	white := image.NewUniform(color.White)
+	for k := range m.keys {
+		x := 20 + 3*(k%((w-40)/3))
+		draw.Draw(img, image.Rect(x, 20, x+2, 22), white, image.Point{}, draw.Src)
+	}
+	if p := m.pointer; p != nil {
+		draw.Draw(img, image.Rect(p.X, p.Y, p.X+4, p.Y+4), white, image.Point{}, draw.Src)
+	}
+	return img
 }
 
 // Agent is a fake guest agent: the Fake's Guest when it has one.
@@ -330,9 +389,14 @@ func (m *FakeMachine) Agent() desktop.GuestAgent {
 	return fakeAgent{m}
 }
 
-// DialVNC is not supported by the fake.
+// DialVNC connects to the fake's RFB server (fakevnc.go), in memory.
 func (m *FakeMachine) DialVNC(ctx context.Context) (net.Conn, error) {
-	return nil, errors.New("the fake driver has no VNC server")
+	if err := m.alive(); err != nil {
+		return nil, err
+	}
+	client, server := net.Pipe()
+	go m.serveRFB(server)
+	return client, nil
 }
 
 // Pid is 0: the fake has no process.
@@ -349,6 +413,12 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 	switch command {
 	case "guest-ping", "guest-set-time", "guest-file-close", "guest-file-flush":
 		reply = map[string]any{}
+	case "guest-info":
+		var cmds []map[string]any
+		for _, c := range []string{"guest-ping", "guest-info", "guest-set-time", "guest-exec", "guest-exec-status", "guest-file-close", "guest-file-flush"} {
+			cmds = append(cmds, map[string]any{"name": c, "enabled": true})
+		}
+		reply = map[string]any{"version": "fake", "supported_commands": cmds}
 	case "guest-exec":
 		reply = map[string]int{"pid": 1}
 	case "guest-exec-status":

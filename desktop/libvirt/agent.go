@@ -12,6 +12,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // agentState is libvirt's view of the guest agent channel, with the values
@@ -182,7 +183,7 @@ func parseAgentChannel(domainXML string) (agentState, string) {
 		return agentUnknown, ""
 	}
 	for _, c := range d.Channels {
-		if c.Target.Name != "org.qemu.guest_agent.0" {
+		if c.Target.Name != qemuvm.AgentPortName {
 			continue
 		}
 		switch c.Target.State {

@@ -18,6 +18,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/hostd/settle"
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/internal/testenv"
@@ -221,7 +222,7 @@ func TestBakeOnLibvirtRestoresOnQEMU(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("baked on libvirt in %s", time.Since(start).Round(time.Second))
-	if snap.Manifest.BakedBy != "libvirt" || !slices.Equal(snap.Manifest.Machine.Devices, qemu.DeviceArgs(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height)) {
+	if snap.Manifest.BakedBy != "libvirt" || !slices.Equal(snap.Manifest.Machine.Devices, qemuvm.DeviceArgs(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height)) {
 		t.Errorf("manifest: baked by %q, devices %q", snap.Manifest.BakedBy, snap.Manifest.Machine.Devices)
 	}
 	qd, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: testenv.Logger(t)})

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // MetadataURI is the namespace of the element hostd writes into the
@@ -23,29 +23,6 @@ const (
 	RoleTemplate = "template" // a transient copy a running desktop's snapshot goes through
 )
 
-// Fixed names the QEMU driver's device list refers to: the guest's NIC
-// backend, its memory backend and the MAC every clone shares (each clone
-// has its own user-mode network, so they never meet).
-const (
-	memoryBackendID = "mem0"
-	netdevID        = "hostnet0"
-)
-
-// Memory says where guest RAM lives, as in the QEMU driver.
-type Memory struct {
-	// Path of the file backing RAM; empty means anonymous RAM (a full
-	// restore such as a wake from hibernation).
-	Path string
-	// Share maps the file shared (a template) or private (a copy-on-write
-	// clone: the file is never written).
-	Share bool
-}
-
-// Boot is a direct kernel boot.
-type Boot struct {
-	Kernel, Initrd, Cmdline string
-}
-
 // Meta is what hostd records in a domain's <metadata>.
 type Meta struct {
 	ID   string `xml:"id,attr"`
@@ -59,11 +36,11 @@ type DomainConfig struct {
 	Meta     Meta
 	Emulator string
 	// Shape is the machine: accelerator, machine type, CPU, memory,
-	// resolution and the QEMU driver's exact device list, which the XML
-	// must reproduce device for device.
+	// resolution and the shared device list (qemuvm.DeviceArgs), which the
+	// XML must reproduce device for device.
 	Shape  desktop.MachineShape
-	Memory Memory
-	Boot   *Boot // nil for a restore
+	Memory qemuvm.Memory
+	Boot   *qemuvm.Boot // nil for a restore
 	Disk   string
 	// VNC and Console are unix socket paths in the machine's 0700 run
 	// directory; ConsoleLog receives the guest's serial console.
@@ -74,11 +51,11 @@ type DomainConfig struct {
 }
 
 // CheckDevices tells whether a shape's device list is one this driver can
-// express in domain XML: exactly the QEMU driver's list at the shape's
-// resolution. Anything else (a snapshot from another version of the QEMU
-// driver) is refused rather than restored into a different machine.
+// express in domain XML: exactly the shared list (qemuvm.DeviceArgs) at the
+// shape's resolution. Anything else (a snapshot from another version of
+// hostd) is refused rather than restored into a different machine.
 func CheckDevices(s desktop.MachineShape) error {
-	want := qemu.DeviceArgs(s.Width, s.Height)
+	want := qemuvm.DeviceArgs(s.Width, s.Height)
 	if !slices.Equal(s.Devices, want) {
 		return fmt.Errorf("%w: device list %q is not the one the libvirt driver reproduces (%q): re-bake the snapshot with this hostd",
 			desktop.ErrMismatch, s.Devices, want)
@@ -124,16 +101,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 	// so only with an explicit topology.
 	cpu.Topology = &topologyXML{Sockets: 1, Dies: 1, Cores: s.CPUs, Threads: 1}
 
-	mib := strconv.Itoa(s.MemoryMiB) + "M"
-	memory := "memory-backend-ram,id=" + memoryBackendID + ",size=" + mib
-	if c.Memory.Path != "" {
-		share := "off"
-		if c.Memory.Share {
-			share = "on"
-		}
-		memory = "memory-backend-file,id=" + memoryBackendID + ",size=" + mib + ",mem-path=" + escape(c.Memory.Path) + ",share=" + share
-	}
-	args := []string{"-object", memory, "-machine", "memory-backend=" + memoryBackendID}
+	args := []string{"-object", qemuvm.MemoryObject(c.Memory, s.MemoryMiB), "-machine", "memory-backend=" + qemuvm.MemoryBackendID}
 
 	d := domainXML{
 		Type:      typ,
@@ -180,7 +148,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 	dev.Channels = []serialXML{{
 		Type:    "unix",
 		Source:  &chardevSourceXML{Mode: "bind"},
-		Target:  &serialTargetXML{Type: "virtio", Name: "org.qemu.guest_agent.0"},
+		Target:  &serialTargetXML{Type: "virtio", Name: qemuvm.AgentPortName},
 		Address: &addressXML{Type: "virtio-serial", Controller: "0", Bus: "0", Port: "1"},
 	}}
 	dev.Inputs = []inputXML{{Type: "tablet", Bus: "usb", Address: &addressXML{Type: "usb", Bus: "0", Port: "1"}}}
@@ -201,7 +169,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 			Type: "user", MAC: &macXML{Address: mac}, Model: &modelTypeXML{Type: "virtio"}, Address: pci(5),
 		}}
 	} else {
-		args = append(args, "-netdev", "user,id="+netdevID+",restrict=on", "-device", nic)
+		args = append(args, "-netdev", qemuvm.Netdev(false), "-device", nic)
 	}
 	if c.Incoming {
 		args = append(args, "-incoming", "defer")
@@ -244,9 +212,6 @@ func deviceInt(device, key string) int {
 	n, _ := strconv.Atoi(deviceProp(device, key))
 	return n
 }
-
-// escape doubles commas, QEMU's escape inside an option value.
-func escape(v string) string { return strings.ReplaceAll(v, ",", ",,") }
 
 // The XML shapes, as libvirt's domain schema names them.
 

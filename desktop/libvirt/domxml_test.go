@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func testShape() desktop.MachineShape {
 	return desktop.MachineShape{
 		QEMUVersion: "7.2.22", QEMUSHA256: strings.Repeat("a", 64), Accel: "tcg", Type: "pc-q35-7.2", CPU: "max",
-		CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: qemu.DeviceArgs(1280, 800),
+		CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: qemuvm.DeviceArgs(1280, 800),
 	}
 }
 
@@ -27,7 +27,7 @@ func cloneConfig() DomainConfig {
 		Name: "warmdesk-d-1", UUID: "3d99048d-b2b7-43a1-b6f2-8f715ae09bfc",
 		Meta:     Meta{ID: "d-1", Role: RoleDesktop},
 		Emulator: "/usr/bin/qemu-system-x86_64", Shape: testShape(),
-		Memory: Memory{Path: "/snap/minimal/memory"},
+		Memory: qemuvm.Memory{Path: "/snap/minimal/memory"},
 		Disk:   "/var/w/d-1/disk-0.qcow2",
 		VNC:    "/run/w/d-1/vnc.sock", Console: "/run/w/d-1/console.sock", ConsoleLog: "/var/w/d-1/console.log",
 		Incoming: true,
@@ -75,8 +75,8 @@ func TestDomainXMLGoldenBake(t *testing.T) {
 		Name: "warmdesk-bake-1", UUID: "0f6e1a56-35a4-4a3c-9a43-2b7b1b1d0c11",
 		Meta:     Meta{ID: "bake-1", Role: RoleBake},
 		Emulator: "/usr/bin/qemu-system-x86_64", Shape: testShape(),
-		Memory: Memory{Path: "/snap/.draft-minimal/memory", Share: true},
-		Boot:   &Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
+		Memory: qemuvm.Memory{Path: "/snap/.draft-minimal/memory", Share: true},
+		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2",
 		VNC:    "/run/w/bake-1/vnc.sock", Console: "/run/w/bake-1/console.sock", ConsoleLog: "/var/w/bake-1/console.log",
 	}))
@@ -84,7 +84,7 @@ func TestDomainXMLGoldenBake(t *testing.T) {
 
 func TestDomainXMLGoldenWakeKVM(t *testing.T) {
 	c := cloneConfig()
-	c.Memory = Memory{} // anonymous: the RAM comes from the saved state
+	c.Memory = qemuvm.Memory{} // anonymous: the RAM comes from the saved state
 	c.Shape.Accel, c.Shape.CPU = "kvm", "host"
 	golden(t, "wake-kvm.xml", mustXML(t, c))
 }
@@ -238,7 +238,7 @@ func TestRefusesDevicesItCannotReproduce(t *testing.T) {
 		t.Errorf("extra device: %v, want ErrMismatch", err)
 	}
 	c = cloneConfig()
-	c.Shape.Devices = qemu.DeviceArgs(1024, 768) // another resolution than the shape's
+	c.Shape.Devices = qemuvm.DeviceArgs(1024, 768) // another resolution than the shape's
 	if _, err := DomainXML(c); !errors.Is(err, desktop.ErrMismatch) {
 		t.Errorf("devices for another resolution: %v, want ErrMismatch", err)
 	}

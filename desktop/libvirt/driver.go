@@ -6,7 +6,7 @@
 //
 // libvirt's own save and restore cannot fan one image out to many domains
 // (a save image restores as one domain only) and share no memory, so the
-// restore is the QEMU driver's recipe (DESIGN.md, step 8): the domain XML
+// restore is the QEMU driver's copy-on-write recipe: the domain XML
 // maps the snapshot's memory file copy-on-write through <qemu:commandline>,
 // the domain is created paused with -incoming defer, the device state is
 // loaded through QMP passthrough, and the domain is resumed. libvirt marks
@@ -21,16 +21,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // Options configure the driver.
@@ -88,14 +86,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if opts.RunDir == "" || opts.DataDir == "" {
 		return nil, errors.New("libvirt driver: RunDir and DataDir are required")
 	}
-	if opts.QemuImg == "" {
-		opts.QemuImg = "qemu-img"
+	var err error
+	if opts.QemuImg, err = qemuvm.FindTool(opts.QemuImg, "qemu-img", "qemu-utils"); err != nil {
+		return nil, err
 	}
-	p, err := exec.LookPath(opts.QemuImg)
-	if err != nil {
-		return nil, fmt.Errorf("qemu-img not found: install the Debian package qemu-utils (apt-get install qemu-utils)")
-	}
-	opts.QemuImg = p
 	for _, dir := range []string{opts.RunDir, opts.DataDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("libvirt driver: %w", err)
@@ -116,13 +110,14 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 }
 
 // identify asks libvirtd which emulator it runs for q35 and identifies that
-// binary exactly as the QEMU driver does, so manifests agree across drivers.
+// binary as every driver does (qemuvm.ProbeShape), so manifests agree
+// across drivers.
 func (d *Driver) identify(ctx context.Context) error {
 	caps, err := d.domainCaps(ctx, "qemu")
 	if err != nil {
 		return err
 	}
-	shape, err := qemu.ProbeShape(ctx, caps.Path, d.opts.Accel, d.log)
+	shape, err := qemuvm.ProbeShape(ctx, qemuvm.Probe{Binary: caps.Path, Accel: d.opts.Accel, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("libvirt driver: emulator %s: %w", caps.Path, err)
 	}
@@ -158,34 +153,25 @@ func (d *Driver) Close() {
 // checkSnapshot refuses a snapshot this host cannot restore, or whose
 // devices the domain XML cannot reproduce.
 func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
-	diffs := s.Manifest.Machine.Mismatch(d.shape)
+	var extra []string
 	if err := CheckDevices(s.Manifest.Machine); err != nil {
-		diffs = append(diffs, err.Error())
+		extra = append(extra, err.Error())
 	}
-	if len(diffs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: snapshot %s cannot be restored here: %s; re-bake it on this host (hostd snapshot rm %s && hostd snapshot bake --image %s --name %s)",
-		desktop.ErrMismatch, s.Name, strings.Join(diffs, "; "), s.Name, s.Manifest.Image.Name, s.Name)
-}
-
-// machineDirs makes the per-machine directories, 0700.
-func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
-	return qemu.MachineDirs(d.opts.RunDir, d.opts.DataDir, id)
+	return qemuvm.RefuseSnapshot(s, d.shape, extra...)
 }
 
 // createOverlay makes a qcow2 overlay on a backing qcow2.
 func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
-	return qemu.CreateOverlay(ctx, d.opts.QemuImg, path, backing)
+	return qemuvm.CreateOverlay(ctx, d.opts.QemuImg, path, backing)
 }
 
-// newRecord starts a machine's record: its names and directories.
+// newRecord starts a machine's record: its names and directories (0700).
 func (d *Driver) newRecord(id string) (record, error) {
-	runDir, dataDir, err := d.machineDirs(id)
+	dirs, err := qemuvm.MakeDirs(d.opts.RunDir, d.opts.DataDir, id)
 	if err != nil {
 		return record{}, err
 	}
-	return record{ID: id, Domain: domainName(id), UUID: newUUID(), RunDir: runDir, DataDir: dataDir}, nil
+	return record{ID: id, Domain: domainName(id), UUID: newUUID(), Dirs: dirs}, nil
 }
 
 // domainName is the libvirt name of a machine: prefixed, so virsh list
@@ -203,8 +189,8 @@ func newUUID() string {
 // startSpec says how to start a domain beyond its record.
 type startSpec struct {
 	role     string
-	memory   Memory
-	boot     *Boot
+	memory   qemuvm.Memory
+	boot     *qemuvm.Boot
 	incoming bool
 }
 
@@ -220,7 +206,7 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 	xml, err := DomainXML(DomainConfig{
 		Name: rec.Domain, UUID: rec.UUID, Meta: Meta{ID: rec.ID, Role: s.role},
 		Emulator: d.emulator, Shape: rec.Shape, Memory: s.memory, Boot: s.boot, Disk: rec.Disk,
-		VNC: rec.path("vnc.sock"), Console: rec.path("console.sock"), ConsoleLog: rec.path("console.log"),
+		VNC: rec.Path("vnc.sock"), Console: rec.Path("console.sock"), ConsoleLog: rec.Path("console.log"),
 		Network: rec.Network, Incoming: s.incoming,
 	})
 	if err != nil {
@@ -252,7 +238,7 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 }
 
 // Boot cold-boots an image into a template domain whose RAM is a shared
-// file in spec.Dir, for baking (DESIGN.md, recipe step 1).
+// file in spec.Dir, for baking.
 func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine, error) {
 	rec, err := d.newRecord(desktop.NewID("bake-"))
 	if err != nil {
@@ -260,21 +246,17 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 	}
 	rec.Disk = filepath.Join(spec.Dir, desktop.FileDisk)
 	if err := d.createOverlay(ctx, rec.Disk, spec.Image.Disk); err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
-	shape := d.shape
-	shape.CPUs, shape.MemoryMiB = spec.CPUs, spec.MemoryMiB
-	shape.Width, shape.Height = spec.Image.Width, spec.Image.Height
-	shape.Devices = qemu.DeviceArgs(spec.Image.Width, spec.Image.Height)
-	rec.Shape, rec.Template = shape, true
+	rec.Shape, rec.Template = qemuvm.BakeShape(d.shape, spec), true
 	m, err := d.start(ctx, rec, startSpec{
 		role:   RoleBake,
-		memory: Memory{Path: filepath.Join(spec.Dir, desktop.FileMemory), Share: true},
-		boot:   &Boot{Kernel: spec.Image.Kernel, Initrd: spec.Image.Initrd, Cmdline: spec.Image.Cmdline},
+		memory: qemuvm.Memory{Path: filepath.Join(spec.Dir, desktop.FileMemory), Share: true},
+		boot:   qemuvm.KernelBoot(spec.Image),
 	})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	if spec.ConsoleLine != nil {
@@ -302,15 +284,15 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 		return nil, err
 	}
 	rec.Snapshot, rec.Shape, rec.Network = s.Name, s.Manifest.Machine, spec.Network
-	rec.Disk = filepath.Join(rec.DataDir, "disk-0.qcow2")
+	rec.Disk = rec.Path("disk-0.qcow2")
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	t1 := time.Now()
-	m, err := d.start(ctx, rec, startSpec{role: RoleDesktop, memory: Memory{Path: s.Path(desktop.FileMemory)}, incoming: true})
+	m, err := d.start(ctx, rec, startSpec{role: RoleDesktop, memory: qemuvm.Memory{Path: s.Path(desktop.FileMemory)}, incoming: true})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	t2 := time.Now()
@@ -319,7 +301,7 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 		return nil, err
 	}
 	// The phases, for comparing with the QEMU driver: DomainCreateXML
-	// dominates (DESIGN.md step 8).
+	// dominates (about 0.5 s of a create).
 	d.log.Debug("restored", "machine", rec.ID, "overlay", t1.Sub(t0), "create_domain", t2.Sub(t1), "restore", time.Since(t2))
 	return m, nil
 }
@@ -408,7 +390,7 @@ func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
 			return err
 		}
 	}
-	return removeMachineDirs(rec)
+	return rec.Remove()
 }
 
 // destroyDomain ends a record's domain when it exists and is this
@@ -451,7 +433,7 @@ func (d *Driver) removeLeftoverTemplates(ctx context.Context) {
 		}
 		d.log.Warn("removing a template domain a snapshot left behind", "domain", dom.Name)
 		do(ctx, d.conn, func(l *golibvirt.Libvirt) error { return l.DomainDestroyFlags(dom, golibvirt.DomainDestroyDefault) })
-		removeMachineDirs(record{RunDir: dir, DataDir: filepath.Join(d.opts.DataDir, meta.ID)})
+		qemuvm.Dirs{RunDir: dir, DataDir: filepath.Join(d.opts.DataDir, meta.ID)}.Remove()
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,24 +76,18 @@ func domainExists(t *testing.T, l *golibvirt.Libvirt, name string) bool {
 	return err == nil
 }
 
-// TestConformanceOnLibvirt runs the lifecycle suite on a real libvirtd
+// TestConformanceOnLibvirt runs the conformance suite on a real libvirtd
 // (TCG domains) with the minimal snapshot the QEMU driver baked: every
 // create here is a cross-driver restore.
 func TestConformanceOnLibvirt(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	runDir, dataDir := testenv.RunDir(t), t.TempDir()
-	var drivers []*libvirt.Driver
-	t.Cleanup(func() {
-		for _, d := range drivers {
-			d.Close()
-		}
-	})
 	l := virt(t)
 	start := time.Now()
 	desktoptest.Run(t, desktoptest.Harness{
 		NewDriver: func(t *testing.T) desktop.Driver {
 			d := newDriver(t, runDir, dataDir)
-			drivers = append(drivers, d)
+			t.Cleanup(d.Close) // the suite closes it too; a second Close does nothing
 			return d
 		},
 		Catalog:  baked.Catalog,
@@ -119,8 +115,11 @@ func TestConformanceOnLibvirt(t *testing.T) {
 			}
 			return true
 		},
-		Timeout: 3 * time.Minute,
-		Logger:  testenv.Logger(t),
+		Running:  func(t *testing.T) []string { return domainsUnder(t, l, runDir) },
+		SmallDir: smallDirForLibvirtd,
+		GuestOS:  true,
+		Timeout:  3 * time.Minute,
+		Logger:   testenv.Logger(t),
 	})
 	t.Logf("conformance suite on libvirt took %s", time.Since(start).Round(time.Second))
 	if left := domainsUnder(t, l, runDir); len(left) > 0 {
@@ -144,4 +143,46 @@ func domainsUnder(t *testing.T, l *golibvirt.Libvirt, dir string) []string {
 		}
 	}
 	return out
+}
+
+// smallDirForLibvirtd mounts a 64 MiB tmpfs where both this test and
+// libvirtd's QEMU processes see it by the same path. scripts/libvirtd
+// --test runs libvirtd in a mount namespace of its own, which mounts made
+// here after it started never reach; so the tmpfs is mounted in libvirtd's
+// namespace and reached from here through /proc/PID/root, a path that
+// resolves to the same place in both.
+func smallDirForLibvirtd(t *testing.T) string {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	pid := libvirtdPid(t)
+	dir := t.TempDir() // on the root filesystem, which both namespaces share
+	ours, _ := os.Readlink("/proc/self/ns/mnt")
+	theirs, _ := os.Readlink("/proc/" + pid + "/ns/mnt")
+	mount := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir)
+	umount := exec.Command("umount", "-l", dir)
+	if ours != theirs {
+		mount = exec.Command("nsenter", append([]string{"--target", pid, "--mount", "--"}, mount.Args...)...)
+		umount = exec.Command("nsenter", append([]string{"--target", pid, "--mount", "--"}, umount.Args...)...)
+		dir = filepath.Join("/proc", pid, "root", dir)
+	}
+	if out, err := mount.CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs for libvirtd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { umount.Run() })
+	return dir
+}
+
+// libvirtdPid finds the running libvirtd.
+func libvirtdPid(t *testing.T) string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == "libvirtd" {
+			return e.Name()
+		}
+	}
+	t.Fatal("no libvirtd process")
+	return ""
 }

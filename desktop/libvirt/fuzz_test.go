@@ -41,18 +41,6 @@ func FuzzParseQMPReply(f *testing.F) {
 	})
 }
 
-func FuzzParseMigrationEvent(f *testing.F) {
-	f.Add(`{"status":"completed"}`)
-	f.Add(`{"status":"failed"}`)
-	f.Add(`{}`)
-	f.Fuzz(func(t *testing.T, s string) {
-		st, err := parseMigrationEvent([]byte(s))
-		if err == nil && st == "" {
-			t.Errorf("accepted %q without a status", s)
-		}
-	})
-}
-
 func FuzzParseAgentChannel(f *testing.F) {
 	f.Add(`<domain><devices><channel><target name="org.qemu.guest_agent.0" state="connected"/></channel></devices></domain>`)
 	f.Add(`<domain><devices><channel><target name="org.qemu.guest_agent.0" state="bogus"/></channel></devices></domain>`)

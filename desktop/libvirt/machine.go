@@ -7,7 +7,6 @@ import (
 	"image"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,7 +14,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // record is what a machine leaves in the Manager's store: enough to find
@@ -25,10 +24,11 @@ type record struct {
 	// Domain and UUID name the libvirt domain; the UUID is chosen by hostd
 	// before the domain exists, so even a create that fails half-way can be
 	// cleaned up.
-	Domain   string               `json:"domain"`
-	UUID     string               `json:"uuid"`
-	RunDir   string               `json:"run_dir"`  // sockets (0700)
-	DataDir  string               `json:"data_dir"` // disk overlays, console log, saved state (0700)
+	Domain string `json:"domain"`
+	UUID   string `json:"uuid"`
+	// Dirs hold the sockets (RunDir), the disk overlays, console log and
+	// saved state (DataDir).
+	qemuvm.Dirs
 	Snapshot string               `json:"snapshot,omitempty"`
 	Shape    desktop.MachineShape `json:"shape"`
 	// Disk is the current top overlay; it changes when a snapshot of the
@@ -44,13 +44,6 @@ type record struct {
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`
 	HibernateFile string `json:"hibernate_file,omitempty"`
-}
-
-func (r record) path(name string) string {
-	if filepath.Ext(name) == ".sock" {
-		return filepath.Join(r.RunDir, name)
-	}
-	return filepath.Join(r.DataDir, name)
 }
 
 func parseRecord(raw json.RawMessage) (record, error) {
@@ -204,7 +197,7 @@ func (m *Machine) ExitReason() string {
 // its QEMU.
 func (m *Machine) exit(reason string) {
 	m.exitOnce.Do(func() {
-		if tail := qemu.LogTail(m.logPath(), 8); tail != "" {
+		if tail := qemuvm.LogTail(m.logPath(), 8); tail != "" {
 			reason += "; last lines of its log:\n" + tail
 		}
 		m.reason = reason
@@ -226,7 +219,7 @@ func (m *Machine) Agent() desktop.GuestAgent { return m.agent }
 func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
 	rec := m.record()
-	return d.DialContext(ctx, "unix", rec.path("vnc.sock"))
+	return d.DialContext(ctx, "unix", rec.Path("vnc.sock"))
 }
 
 // state is the domain's libvirt state.
@@ -272,52 +265,23 @@ func (m *Machine) resume(ctx context.Context) error {
 		return err
 	}
 	if st != golibvirt.DomainRunning {
-		var q struct {
-			Status string `json:"status"`
-		}
-		m.qmp(ctx, "query-status", nil, &q)
-		return fmt.Errorf("libvirt reports the domain %s after the resume (QEMU says %q)", stateName(int32(st)), q.Status)
+		status, _ := qemuvm.Status(ctx, m.monitor())
+		return fmt.Errorf("libvirt reports the domain %s after the resume (QEMU says %q)", stateName(int32(st)), status)
 	}
 	return nil
 }
 
 // SendInput delivers one synchronised frame of input events through QMP
-// passthrough, as the QEMU driver does.
+// passthrough.
 func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
 	shape := m.record().Shape
-	args, err := qemu.InputEvents(events, shape.Width, shape.Height)
-	if err != nil {
-		return err
-	}
-	if err := m.qmp(ctx, "input-send-event", map[string]any{"events": args}, nil); err != nil {
-		return fmt.Errorf("send input: %w", err)
-	}
-	return nil
+	return qemuvm.SendInput(ctx, m.monitor(), events, shape.Width, shape.Height)
 }
 
 // Screendump asks QEMU, through QMP passthrough, for a picture of the
 // screen, written into the machine's run directory.
 func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
-	f, err := os.CreateTemp(m.record().RunDir, "screendump-*.ppm")
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	path := f.Name()
-	f.Close()
-	defer os.Remove(path)
-	if err := m.qmp(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	r, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	defer r.Close()
-	img, err := qemu.DecodePPM(r)
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	return img, nil
+	return qemuvm.Screendump(ctx, m.monitor(), m.record().RunDir)
 }
 
 // Destroy ends the domain and removes every file the machine owned.
@@ -327,10 +291,8 @@ func (m *Machine) Destroy(ctx context.Context) error {
 		return err
 	}
 	m.exit("was destroyed by hostd")
-	return removeMachineDirs(rec)
+	return rec.Remove()
 }
-
-func removeMachineDirs(r record) error { return qemu.RemoveDirs(r.RunDir, r.DataDir) }
 
 // stateName names a libvirt domain state for messages.
 func stateName(s int32) string {

@@ -3,14 +3,11 @@ package libvirt
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // findPid finds the QEMU process of a domain by the -uuid libvirt gives it
@@ -36,20 +33,8 @@ func findPid(uuid string) int {
 	return 0
 }
 
-// runTool runs a host tool and returns its combined output on failure.
-func runTool(ctx context.Context, name string, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
 // watchConsole reads the serial console socket line by line, for Boot
 // machines whose readiness is reported there.
 func (m *Machine) watchConsole(ctx context.Context, fn func(string)) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", m.record().path("console.sock"))
-	if err != nil {
-		return err
-	}
-	qemu.WatchLines(ctx, conn, m.exited, fn)
-	return nil
+	return qemuvm.WatchConsole(ctx, m.record().Path("console.sock"), m.exited, fn)
 }

@@ -6,21 +6,18 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // Snapshot writes a golden snapshot of this machine into dir. A template
-// (from Boot) is saved as it is and ends (recipe step 2); a running desktop
-// is copied into a new template domain and keeps running (recipe step 9).
+// (from Boot) is saved as it is and ends; a running desktop is copied into
+// a new template domain first and keeps running.
 func (m *Machine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	if m.record().Template {
 		return m.saveTemplate(ctx, dir)
@@ -36,7 +33,7 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.Machine
 	if filepath.Dir(rec.Disk) != filepath.Clean(dir) {
 		return desktop.MachineShape{}, fmt.Errorf("%w: a template saves into the directory it booted with (%s)", desktop.ErrInvalid, filepath.Dir(rec.Disk))
 	}
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
 	if err := m.Pause(ctx); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
@@ -48,7 +45,7 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.Machine
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	m.exit("was saved as a snapshot")
-	removeMachineDirs(record{RunDir: rec.RunDir, DataDir: rec.DataDir})
+	rec.Dirs.Remove()
 	return rec.Shape, nil
 }
 
@@ -61,9 +58,14 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.Machine
 // overlay), and the desktop goes on writing to that overlay.
 func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.MachineShape, error) {
 	rec := m.record()
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
-	node, err := m.topNode(ctx)
+	// The template writes the desktop's whole RAM into dir: a shared
+	// mapping on a full filesystem would kill it mid-copy.
+	if err := qemuvm.SnapshotRoom(dir, rec.Shape.MemoryMiB); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
+	node, err := qemuvm.ActiveDisk(ctx, m.monitor())
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -102,6 +104,19 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	if err := migrateInto(ctx, m, tmpl); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
+	if !wasRunning {
+		// A completed outgoing migration leaves the source's disks
+		// inactive, and only cont activates them again; a paused desktop
+		// left so aborts QEMU at its next block operation (the
+		// change-backing-file of AdoptSnapshot, or a second snapshot's
+		// freeze). So it runs for the moment between resume and pause.
+		if err := m.resume(ctx); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: reactivate the paused desktop's disks: %w", err)
+		}
+		if err := m.Pause(ctx); err != nil {
+			return desktop.MachineShape{}, fmt.Errorf("snapshot: pause the desktop again: %w", err)
+		}
+	}
 	resume()
 	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
@@ -117,51 +132,22 @@ func (d *Driver) startTemplate(ctx context.Context, src record, memPath string, 
 		return nil, err
 	}
 	rec.Shape, rec.Template = src.Shape, true
-	rec.Disk = filepath.Join(rec.DataDir, "blank.qcow2")
+	rec.Disk = rec.Path("blank.qcow2")
 	if err := os.WriteFile(filepath.Join(rec.RunDir, templateMarker), nil, 0o600); err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
-	if out, err := runTool(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", rec.Disk, strconv.FormatInt(diskSize, 10)); err != nil {
-		removeMachineDirs(rec)
-		return nil, fmt.Errorf("template disk: %w: %s", err, out)
+	if err := qemuvm.CreateBlank(ctx, d.opts.QemuImg, rec.Disk, diskSize); err != nil {
+		rec.Remove()
+		return nil, err
 	}
-	m, err := d.start(ctx, rec, startSpec{role: RoleTemplate, memory: Memory{Path: memPath, Share: true}, incoming: true})
+	m, err := d.start(ctx, rec, startSpec{role: RoleTemplate, memory: qemuvm.Memory{Path: memPath, Share: true}, incoming: true})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		os.Remove(memPath)
 		return nil, err
 	}
 	return m, nil
-}
-
-// blockNode is one entry of QMP query-named-block-nodes.
-type blockNode struct {
-	NodeName string `json:"node-name"`
-	Driver   string `json:"drv"`
-	File     string `json:"file"`
-	Image    struct {
-		VirtualSize int64 `json:"virtual-size"`
-	} `json:"image"`
-}
-
-// topNode finds the qcow2 node of the machine's current top overlay
-// (libvirt names its nodes itself).
-func (m *Machine) topNode(ctx context.Context) (blockNode, error) {
-	var nodes []blockNode
-	if err := m.qmp(ctx, "query-named-block-nodes", map[string]bool{"flat": true}, &nodes); err != nil {
-		return blockNode{}, err
-	}
-	return findNode(nodes, m.record().Disk)
-}
-
-func findNode(nodes []blockNode, file string) (blockNode, error) {
-	for _, n := range nodes {
-		if n.Driver == "qcow2" && n.File == file {
-			return n, nil
-		}
-	}
-	return blockNode{}, fmt.Errorf("no qcow2 block node for %s", file)
 }
 
 // snapshotXML is the disk-only external snapshot that puts overlay on top
@@ -193,17 +179,10 @@ func snapshotXML(overlay string) ([]byte, error) {
 // disk-only external snapshot, so libvirt's view of the disk stays true.
 func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	rec := m.record()
-	if err := os.Link(rec.Disk, snapDisk); err != nil {
-		if !errors.Is(err, syscall.EXDEV) {
-			return fmt.Errorf("freeze disk: %w", err)
-		}
-		// The machine is paused and QEMU flushed the overlay when it
-		// stopped, so the file is stable while it is copied.
-		if err := copyFile(rec.Disk, snapDisk); err != nil {
-			return fmt.Errorf("freeze disk: %w", err)
-		}
+	if err := qemuvm.FreezeLayer(rec.Disk, snapDisk); err != nil {
+		return err
 	}
-	next := nextOverlayPath(rec.Disk)
+	next := qemuvm.NextOverlayPath(rec.Disk)
 	// The new overlay's backing is the machine's own (now frozen) file, by
 	// its own path, so the machine never depends on where the snapshot is.
 	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
@@ -241,12 +220,12 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	if rec.Template || rec.Frozen == "" {
 		return nil
 	}
-	node, err := m.topNode(ctx)
+	// libvirt names its nodes itself: the top one is the disk's.
+	node, err := qemuvm.ActiveDisk(ctx, m.monitor())
 	if err != nil {
 		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
 	}
-	args := map[string]string{"device": node.NodeName, "image-node-name": node.NodeName, "backing-file": s.Path(desktop.FileDisk)}
-	if err := m.qmp(ctx, "change-backing-file", args, nil); err != nil {
+	if err := qemuvm.ChangeBackingFile(ctx, m.monitor(), node.NodeName, s.Path(desktop.FileDisk)); err != nil {
 		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
 	}
 	os.Remove(rec.Frozen)
@@ -267,7 +246,7 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 // here is the same QEMU migration stream the QEMU driver writes, and a
 // woken desktop owns all of its memory.
 func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
 	st, err := m.state(ctx)
 	if err != nil {
@@ -279,7 +258,7 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 		}
 	}
 	rec := m.record()
-	path := rec.path("hibernate.state")
+	path := rec.Path("hibernate.state")
 	if err := m.saveState(ctx, path, false); err != nil {
 		os.Remove(path)
 		if st == golibvirt.DomainRunning {
@@ -322,30 +301,4 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	}
 	os.Remove(file)
 	return m, nil
-}
-
-func nextOverlayPath(path string) string { return qemu.NextOverlayPath(path) }
-
-// copyFile copies a stable file into a new one and syncs it.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return err
-	}
-	return out.Close()
 }

@@ -85,17 +85,6 @@ func TestParseQMPReply(t *testing.T) {
 	}
 }
 
-func TestParseMigrationEvent(t *testing.T) {
-	if s, err := parseMigrationEvent([]byte(`{"status":"completed"}`)); err != nil || s != "completed" {
-		t.Errorf("%q, %v", s, err)
-	}
-	for _, bad := range []string{``, `{}`, `{"status":1}`, `nope`} {
-		if _, err := parseMigrationEvent([]byte(bad)); err == nil {
-			t.Errorf("parseMigrationEvent(%q) succeeded", bad)
-		}
-	}
-}
-
 func TestParseAgentChannel(t *testing.T) {
 	live := `<domain><devices>
   <channel type='unix'><source mode='bind' path='/x/org.qemu.guest_agent.0'/>
@@ -113,20 +102,6 @@ func TestParseAgentChannel(t *testing.T) {
 	}
 }
 
-func TestFindNode(t *testing.T) {
-	nodes := []blockNode{
-		{NodeName: "libvirt-1-storage", Driver: "file", File: "/d/disk-0.qcow2"},
-		{NodeName: "libvirt-1-format", Driver: "qcow2", File: "/d/disk-0.qcow2"},
-		{NodeName: "libvirt-2-format", Driver: "qcow2", File: "/s/disk.qcow2"},
-	}
-	if n, err := findNode(nodes, "/d/disk-0.qcow2"); err != nil || n.NodeName != "libvirt-1-format" {
-		t.Errorf("findNode = %+v, %v", n, err)
-	}
-	if _, err := findNode(nodes, "/d/disk-9.qcow2"); err == nil {
-		t.Error("found a node for a file no node has")
-	}
-}
-
 func TestSnapshotXML(t *testing.T) {
 	b, err := snapshotXML("/var/w/d-1/disk-1.qcow2")
 	if err != nil {
@@ -135,14 +110,6 @@ func TestSnapshotXML(t *testing.T) {
 	want := `<domainsnapshot><disks><disk name="vda" snapshot="external" type="file"><driver type="qcow2"></driver><source file="/var/w/d-1/disk-1.qcow2"></source></disk></disks></domainsnapshot>`
 	if string(b) != want {
 		t.Errorf("snapshot XML:\n%s\nwant\n%s", b, want)
-	}
-}
-
-func TestNextOverlayPath(t *testing.T) {
-	for in, want := range map[string]string{"/d/disk-0.qcow2": "/d/disk-1.qcow2", "/d/disk-9.qcow2": "/d/disk-10.qcow2", "/d/blank.qcow2": "/d/disk-0.qcow2"} {
-		if got := nextOverlayPath(in); got != want {
-			t.Errorf("nextOverlayPath(%s) = %s, want %s", in, got, want)
-		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -15,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func testShape() desktop.MachineShape {
 	return desktop.MachineShape{
 		QEMUVersion: "7.2.22", QEMUSHA256: strings.Repeat("a", 64), Accel: "tcg", Type: "pc-q35-7.2", CPU: "max",
-		CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: DeviceArgs(1280, 800),
+		CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: qemuvm.DeviceArgs(1280, 800),
 	}
 }
 
@@ -38,8 +39,8 @@ func golden(t *testing.T, name string, argv []string) {
 func TestArgvGoldenBake(t *testing.T) {
 	golden(t, "argv-bake.golden", Argv(Config{
 		Binary: "qemu-system-x86_64", Name: "bake-1", Shape: testShape(),
-		Memory: Memory{Path: "/snap/.draft-minimal/memory", Share: true},
-		Boot:   &Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
+		Memory: qemuvm.Memory{Path: "/snap/.draft-minimal/memory", Share: true},
+		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2", MonitorFD: 3,
 		VNC: "/run/w/bake-1/vnc.sock", Agent: "/run/w/bake-1/qga.sock", Console: "/run/w/bake-1/console.sock",
 		ConsoleLog: "/var/w/bake-1/console.log", Sandbox: true,
@@ -49,7 +50,7 @@ func TestArgvGoldenBake(t *testing.T) {
 func TestArgvGoldenClone(t *testing.T) {
 	golden(t, "argv-clone.golden", Argv(Config{
 		Binary: "qemu-system-x86_64", Name: "d-1", Shape: testShape(),
-		Memory: Memory{Path: "/snap/minimal/memory", Share: false},
+		Memory: qemuvm.Memory{Path: "/snap/minimal/memory", Share: false},
 		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
 		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
 		ConsoleLog: "/var/w/d-1/console.log", Sandbox: true, Incoming: true, Network: true,
@@ -75,8 +76,8 @@ func TestCloneDevicesEqualBakeDevices(t *testing.T) {
 		}
 		return out
 	}
-	bake := Argv(Config{Shape: testShape(), Boot: &Boot{}, Memory: Memory{Path: "/a", Share: true}})
-	clone := Argv(Config{Shape: testShape(), Memory: Memory{Path: "/b"}, Incoming: true, Network: true})
+	bake := Argv(Config{Shape: testShape(), Boot: &qemuvm.Boot{}, Memory: qemuvm.Memory{Path: "/a", Share: true}})
+	clone := Argv(Config{Shape: testShape(), Memory: qemuvm.Memory{Path: "/b"}, Incoming: true, Network: true})
 	if strings.Join(devices(bake), "|") != strings.Join(devices(clone), "|") {
 		t.Errorf("devices differ:\n%v\n%v", devices(bake), devices(clone))
 	}

@@ -6,22 +6,18 @@ package qemu
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // Options configure the driver.
@@ -80,10 +76,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if opts.Binary, err = findTool(opts.Binary, "qemu-system-x86_64", "qemu-system-x86"); err != nil {
+	if opts.Binary, err = qemuvm.FindTool(opts.Binary, "qemu-system-x86_64", "qemu-system-x86"); err != nil {
 		return nil, err
 	}
-	if opts.QemuImg, err = findTool(opts.QemuImg, "qemu-img", "qemu-utils"); err != nil {
+	if opts.QemuImg, err = qemuvm.FindTool(opts.QemuImg, "qemu-img", "qemu-utils"); err != nil {
 		return nil, err
 	}
 	if opts.RunDir == "" || opts.DataDir == "" {
@@ -98,7 +94,8 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 	}
 	d := &Driver{opts: opts, log: opts.Logger, live: map[*Machine]struct{}{}}
-	if d.shape, err = hostShape(ctx, opts); err != nil {
+	probe := qemuvm.Probe{Binary: opts.Binary, Accel: opts.Accel, ProbeKernel: opts.ProbeKernel, Logger: opts.Logger}
+	if d.shape, err = qemuvm.ProbeShape(ctx, probe); err != nil {
 		return nil, err
 	}
 	d.log.Info("qemu driver ready", "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
@@ -138,135 +135,21 @@ func (d *Driver) Shape() desktop.MachineShape { return d.shape }
 // Binary is the emulator path.
 func (d *Driver) Binary() string { return d.opts.Binary }
 
-// findTool resolves a host tool, or says which Debian package provides it.
-func findTool(path, name, pkg string) (string, error) {
-	if path == "" {
-		path = name
-	}
-	p, err := exec.LookPath(path)
-	if err != nil {
-		return "", fmt.Errorf("%s not found: install the Debian package %s (apt-get install %s)", name, pkg, pkg)
-	}
-	return p, nil
-}
-
-// hostShape identifies the QEMU build (version and the binary's sha256) and
-// resolves the machine type alias, so manifests name exact versions.
-func hostShape(ctx context.Context, opts Options) (desktop.MachineShape, error) {
-	var s desktop.MachineShape
-	out, err := exec.CommandContext(ctx, opts.Binary, "-version").Output()
-	if err != nil {
-		return s, fmt.Errorf("qemu -version: %w", err)
-	}
-	if s.QEMUVersion, err = parseVersion(string(out)); err != nil {
-		return s, err
-	}
-	if s.QEMUSHA256, err = sha256File(opts.Binary); err != nil {
-		return s, err
-	}
-	out, err = exec.CommandContext(ctx, opts.Binary, "-machine", "help").Output()
-	if err != nil {
-		return s, fmt.Errorf("qemu -machine help: %w", err)
-	}
-	if s.Type, err = resolveMachineAlias(string(out), "q35"); err != nil {
-		return s, err
-	}
-	accel, why, err := detectAccel(ctx, opts)
-	if err != nil {
-		return s, err
-	}
-	opts.Logger.Info("accelerator chosen", "accel", accel, "why", why)
-	s.Accel = accel
-	s.CPU = "max"
-	if accel == "kvm" {
-		s.CPU = "host"
-	}
-	return s, nil
-}
-
-// parseVersion takes "7.2.22" out of `qemu-system-x86_64 -version`.
-func parseVersion(out string) (string, error) {
-	const marker = "QEMU emulator version "
-	i := strings.Index(out, marker)
-	if i < 0 {
-		return "", fmt.Errorf("qemu -version: unexpected output %.80q", out)
-	}
-	f := strings.Fields(out[i+len(marker):])
-	if len(f) == 0 {
-		return "", fmt.Errorf("qemu -version: unexpected output %.80q", out)
-	}
-	return f[0], nil
-}
-
-// resolveMachineAlias finds what an alias such as q35 stands for in
-// `-machine help` ("q35  Standard PC (Q35 + ICH9, 2009) (alias of pc-q35-7.2)").
-func resolveMachineAlias(help, alias string) (string, error) {
-	for _, line := range strings.Split(help, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != alias {
-			continue
-		}
-		const marker = "(alias of "
-		if i := strings.Index(line, marker); i >= 0 {
-			rest := line[i+len(marker):]
-			if j := strings.IndexByte(rest, ')'); j > 0 {
-				return rest[:j], nil
-			}
-		}
-		return alias, nil
-	}
-	return "", fmt.Errorf("qemu has no %s machine type", alias)
-}
-
-func sha256File(path string) (string, error) {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", err
-	}
-	f, err := os.Open(real)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // checkSnapshot refuses a snapshot this host cannot restore.
 func (d *Driver) checkSnapshot(s desktop.Snapshot) error {
-	diffs := s.Manifest.Machine.Mismatch(d.shape)
-	if len(diffs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: snapshot %s cannot be restored here: %s; re-bake it on this host (hostd snapshot rm %s && hostd snapshot bake --image %s --name %s)",
-		desktop.ErrMismatch, s.Name, strings.Join(diffs, "; "), s.Name, s.Manifest.Image.Name, s.Name)
+	return qemuvm.RefuseSnapshot(s, d.shape)
 }
 
 // machineDirs makes the per-machine directories, 0700.
-func (d *Driver) machineDirs(id string) (runDir, dataDir string, err error) {
-	return machineDirs(d.opts.RunDir, d.opts.DataDir, id)
-}
-
-func machineDirs(runRoot, dataRoot, id string) (runDir, dataDir string, err error) {
-	runDir = filepath.Join(runRoot, id)
-	dataDir = filepath.Join(dataRoot, id)
-	for _, dir := range []string{runDir, dataDir} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			os.RemoveAll(runDir)
-			return "", "", fmt.Errorf("machine directory: %w", err)
-		}
-	}
-	return runDir, dataDir, nil
+func (d *Driver) machineDirs(id string) (qemuvm.Dirs, error) {
+	return qemuvm.MakeDirs(d.opts.RunDir, d.opts.DataDir, id)
 }
 
 // start spawns QEMU for rec and connects its monitor. cfg customises the
 // command line (memory, boot, incoming). On failure nothing is left behind
 // but rec's directories, which the caller removes.
 func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*Machine, error) {
-	qmpPath := rec.path("qmp.sock")
+	qmpPath := rec.Path("qmp.sock")
 	listener, err := listenUnix(qmpPath)
 	if err != nil {
 		return nil, err
@@ -277,15 +160,15 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 		Shape:      rec.Shape,
 		Disk:       rec.Disk,
 		MonitorFD:  3, // the first of ExtraFiles
-		VNC:        rec.path("vnc.sock"),
-		Agent:      rec.path("qga.sock"),
-		Console:    rec.path("console.sock"),
-		ConsoleLog: rec.path("console.log"),
+		VNC:        rec.Path("vnc.sock"),
+		Agent:      rec.Path("qga.sock"),
+		Console:    rec.Path("console.sock"),
+		ConsoleLog: rec.Path("console.log"),
 		Network:    rec.Network,
 		Sandbox:    !d.opts.NoSandbox,
 	}
 	custom(&cfg)
-	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.path("qemu.log"))
+	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.Path("qemu.log"))
 	listener.Close()
 	if err != nil {
 		return nil, err
@@ -313,7 +196,7 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 	}
 	res := make(chan result, 1)
 	go func() {
-		c, err := qmp.Dial(ctx, rec.path("qmp.sock"))
+		c, err := qmp.Dial(ctx, rec.Path("qmp.sock"))
 		res <- result{c, err}
 	}()
 	var r result
@@ -338,7 +221,7 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 		proc:  proc,
 		rec:   rec,
 		qmp:   r.c,
-		agent: &agentConn{path: rec.path("qga.sock")},
+		agent: &agentConn{path: rec.Path("qga.sock")},
 	}
 	d.mu.Lock()
 	d.live[m] = struct{}{}
@@ -351,34 +234,31 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 }
 
 // Boot cold-boots an image as a template whose RAM is a shared file in
-// spec.Dir, for baking (DESIGN.md, recipe step 1).
+// spec.Dir, for baking.
 func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine, error) {
 	id := desktop.NewID("bake-")
-	runDir, dataDir, err := d.machineDirs(id)
+	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
 	disk := filepath.Join(spec.Dir, desktop.FileDisk)
 	if err := d.createOverlay(ctx, disk, spec.Image.Disk); err != nil {
-		removeMachineDirs(record{RunDir: runDir, DataDir: dataDir})
+		dirs.Remove()
 		return nil, err
 	}
-	shape := d.shape
-	shape.CPUs, shape.MemoryMiB = spec.CPUs, spec.MemoryMiB
-	shape.Width, shape.Height = spec.Image.Width, spec.Image.Height
-	shape.Devices = DeviceArgs(spec.Image.Width, spec.Image.Height)
+	shape := qemuvm.BakeShape(d.shape, spec)
 	mem := d.templateMemory(spec.Dir)
-	if err := checkFree(d.opts.MemoryDir, int64(spec.MemoryMiB)<<20+64<<20); err != nil {
-		removeMachineDirs(record{RunDir: runDir, DataDir: dataDir})
+	if err := qemuvm.SnapshotRoom(d.opts.MemoryDir, spec.MemoryMiB); err != nil {
+		dirs.Remove()
 		return nil, err
 	}
-	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: shape, Disk: disk, DiskNode: diskNodeID, Template: true, Memory: mem}
+	rec := record{ID: id, Dirs: dirs, Shape: shape, Disk: disk, DiskNode: qemuvm.DiskNodeID, Template: true, Memory: mem}
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{Path: mem, Share: true}
-		c.Boot = &Boot{Kernel: spec.Image.Kernel, Initrd: spec.Image.Initrd, Cmdline: spec.Image.Cmdline}
+		c.Memory = qemuvm.Memory{Path: mem, Share: true}
+		c.Boot = qemuvm.KernelBoot(spec.Image)
 	})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		os.Remove(mem)
 		return nil, err
 	}
@@ -393,15 +273,7 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 
 // createOverlay makes a qcow2 overlay on a backing qcow2.
 func (d *Driver) createOverlay(ctx context.Context, path, backing string) error {
-	return createOverlay(ctx, d.opts.QemuImg, path, backing)
-}
-
-func createOverlay(ctx context.Context, qemuImg, path, backing string) error {
-	out, err := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("create disk overlay: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return qemuvm.CreateOverlay(ctx, d.opts.QemuImg, path, backing)
 }
 
 // Restore starts a copy-on-write clone of a snapshot, from the warm pool
@@ -453,24 +325,24 @@ func (d *Driver) refillAfter(id string) {
 
 // spawnClone starts QEMU for a clone of s, waiting for migrate-incoming.
 func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot, network bool) (*Machine, error) {
-	runDir, dataDir, err := d.machineDirs(id)
+	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
 	rec := record{
-		ID: id, RunDir: runDir, DataDir: dataDir, Snapshot: s.Name,
-		Shape: s.Manifest.Machine, Disk: filepath.Join(dataDir, "disk-0.qcow2"), DiskNode: diskNodeID, Network: network,
+		ID: id, Dirs: dirs, Snapshot: s.Name,
+		Shape: s.Manifest.Machine, Disk: dirs.Path("disk-0.qcow2"), DiskNode: qemuvm.DiskNodeID, Network: network,
 	}
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{Path: s.Path(desktop.FileMemory), Share: false}
+		c.Memory = qemuvm.Memory{Path: s.Path(desktop.FileMemory), Share: false}
 		c.Incoming = true
 	})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	return m, nil
@@ -485,7 +357,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	if rec.Hibernated {
 		return nil, fmt.Errorf("%w: machine %s is hibernated", desktop.ErrConflict, rec.ID)
 	}
-	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.path("qemu.log"))
+	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: machine %s: %w", desktop.ErrNotFound, rec.ID, err)
 	}
@@ -499,11 +371,11 @@ func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
 		return fmt.Errorf("%w: machine record: %w", desktop.ErrInvalid, err)
 	}
 	if rec.Pid > 0 {
-		if proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.path("qemu.log")); err == nil {
+		if proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log")); err == nil {
 			if err := proc.kill(ctx); err != nil {
 				return err
 			}
 		}
 	}
-	return removeMachineDirs(rec)
+	return rec.Remove()
 }

@@ -3,9 +3,9 @@ package qemu
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // The full-state path: a machine whose state file holds all of its RAM and
@@ -19,7 +19,7 @@ func (m *Machine) SaveFullState(ctx context.Context, path string) error {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return fmt.Errorf("save full state: %w", err)
 	}
-	if err := saveState(ctx, m.qmp, path, false); err != nil {
+	if err := m.saveState(ctx, path, false); err != nil {
 		return fmt.Errorf("save full state: %w", err)
 	}
 	return nil
@@ -32,24 +32,24 @@ func (d *Driver) RestoreFullState(ctx context.Context, id string, s desktop.Snap
 	if err := d.checkSnapshot(s); err != nil {
 		return nil, err
 	}
-	runDir, dataDir, err := d.machineDirs(id)
+	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
 	rec := record{
-		ID: id, RunDir: runDir, DataDir: dataDir, Snapshot: s.Name,
-		Shape: s.Manifest.Machine, Disk: filepath.Join(dataDir, "disk-0.qcow2"), DiskNode: diskNodeID,
+		ID: id, Dirs: dirs, Snapshot: s.Name,
+		Shape: s.Manifest.Machine, Disk: dirs.Path("disk-0.qcow2"), DiskNode: qemuvm.DiskNodeID,
 	}
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{}
+		c.Memory = qemuvm.Memory{}
 		c.Incoming = true
 	})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		return nil, err
 	}
 	if err := m.restore(ctx, statePath, false); err != nil {

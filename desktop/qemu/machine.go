@@ -3,30 +3,29 @@ package qemu
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // record is what a machine leaves in the Manager's store: enough to find
 // its process again, or to clean up after it.
 type record struct {
-	ID        string               `json:"id"`
-	Pid       int                  `json:"pid,omitempty"`
-	StartTime uint64               `json:"start_time,omitempty"`
-	RunDir    string               `json:"run_dir"`  // sockets (0700)
-	DataDir   string               `json:"data_dir"` // disk overlays, logs, saved state (0700)
-	Snapshot  string               `json:"snapshot,omitempty"`
-	Shape     desktop.MachineShape `json:"shape"`
+	ID        string `json:"id"`
+	Pid       int    `json:"pid,omitempty"`
+	StartTime uint64 `json:"start_time,omitempty"`
+	// Dirs hold the sockets (RunDir), the disk overlays, logs and saved
+	// state (DataDir).
+	qemuvm.Dirs
+	Snapshot string               `json:"snapshot,omitempty"`
+	Shape    desktop.MachineShape `json:"shape"`
 	// Disk is the current top overlay and DiskNode its QEMU node name:
 	// both change when a snapshot of the running machine freezes a layer.
 	Disk     string `json:"disk"`
@@ -43,13 +42,6 @@ type record struct {
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`
 	HibernateFile string `json:"hibernate_file,omitempty"`
-}
-
-func (r *record) path(name string) string {
-	if filepath.Ext(name) == ".sock" {
-		return filepath.Join(r.RunDir, name)
-	}
-	return filepath.Join(r.DataDir, name)
 }
 
 // Machine is one QEMU process and the channels to it.
@@ -98,7 +90,7 @@ func (m *Machine) Agent() desktop.GuestAgent { return m.agent }
 
 // DialVNC connects to QEMU's VNC server.
 func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
-	return dialUnix(ctx, m.rec.path("vnc.sock"))
+	return dialUnix(ctx, m.rec.Path("vnc.sock"))
 }
 
 // Pause stops the guest's CPUs; its RAM stays.
@@ -123,49 +115,17 @@ func (m *Machine) Resume(ctx context.Context) error {
 // SendInput delivers one synchronised frame of input events.
 func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
 	shape := m.rec.Shape
-	args, err := inputEvents(events, shape.Width, shape.Height)
-	if err != nil {
-		return err
-	}
-	if err := m.qmp.Execute(ctx, "input-send-event", map[string]any{"events": args}, nil); err != nil {
-		return fmt.Errorf("send input: %w", err)
-	}
-	return nil
+	return qemuvm.SendInput(ctx, m.qmp, events, shape.Width, shape.Height)
 }
 
 // Screendump asks QEMU for a picture of the screen (PPM, uncompressed).
 func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
-	f, err := os.CreateTemp(m.rec.RunDir, "screendump-*.ppm")
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	path := f.Name()
-	f.Close()
-	defer os.Remove(path)
-	if err := m.qmp.Execute(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	r, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	defer r.Close()
-	img, err := decodePPM(r)
-	if err != nil {
-		return nil, fmt.Errorf("screendump: %w", err)
-	}
-	return img, nil
+	return qemuvm.Screendump(ctx, m.qmp, m.rec.RunDir)
 }
 
 // Status is QEMU's run state ("running", "paused", "inmigrate", ...).
 func (m *Machine) Status(ctx context.Context) (string, error) {
-	var st struct {
-		Status string `json:"status"`
-	}
-	if err := m.qmp.Execute(ctx, "query-status", nil, &st); err != nil {
-		return "", err
-	}
-	return st.Status, nil
+	return qemuvm.Status(ctx, m.qmp)
 }
 
 // Destroy ends QEMU and removes every file the machine owned.
@@ -181,34 +141,11 @@ func (m *Machine) Destroy(ctx context.Context) error {
 		return err
 	}
 	m.qmp.Close()
-	return removeMachineDirs(m.record())
-}
-
-func removeMachineDirs(r record) error { return removeDirs(r.RunDir, r.DataDir) }
-
-func removeDirs(dirs ...string) error {
-	var errs []error
-	for _, dir := range dirs {
-		if dir == "" {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("remove machine files: %w", errors.Join(errs...))
-	}
-	return nil
+	return m.record().Remove()
 }
 
 // watchConsole reads the serial console socket line by line, for Boot
 // machines whose readiness is reported there.
 func (m *Machine) watchConsole(ctx context.Context, fn func(string)) error {
-	conn, err := dialUnix(ctx, m.rec.path("console.sock"))
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	WatchLines(ctx, conn, m.proc.done, fn)
-	return nil
+	return qemuvm.WatchConsole(ctx, m.rec.Path("console.sock"), m.proc.done, fn)
 }

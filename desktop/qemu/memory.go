@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // defaultMemoryDir is a directory on /dev/shm of the catalog's own, so
@@ -40,7 +41,7 @@ func placeMemory(tmp, dir string, ephemeral bool) error {
 	if ephemeral {
 		return os.Symlink(tmp, dst)
 	}
-	if err := copySparse(tmp, dst); err != nil {
+	if err := qemuvm.CopySparse(tmp, dst); err != nil {
 		return fmt.Errorf("move the template's memory to disk: %w", err)
 	}
 	return os.Remove(tmp)

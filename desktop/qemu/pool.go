@@ -204,7 +204,7 @@ func (p *pool) needed() (desktop.Snapshot, bool) {
 		for _, m := range p.ready[name] {
 			select {
 			case <-m.Exited():
-				go removeMachineDirs(m.rec)
+				go m.rec.Remove()
 			default:
 				alive = append(alive, m)
 			}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +91,7 @@ func attachProcess(pid int, startTime uint64, runDir, logPath string) (*process,
 
 func (p *process) finish(reason string) {
 	p.mu.Lock()
-	if tail := logTail(p.logPath, 8); tail != "" {
+	if tail := qemuvm.LogTail(p.logPath, 8); tail != "" {
 		reason += "; last lines of its log:\n" + tail
 	}
 	p.reason = reason
@@ -171,30 +172,6 @@ func parseStartTime(stat string) (uint64, error) {
 		return 0, errors.New("malformed stat")
 	}
 	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// logTail returns the last n lines of a log file, for error messages.
-func logTail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const window = 16 << 10
-	info, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(info.Size()-window, 0)
-	buf := make([]byte, info.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // listenUnix binds a unix socket for QEMU to inherit (its QMP monitor), so

@@ -5,88 +5,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
+	"path/filepath"
 
 	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
-// migrationStatus is the status field of query-migrate and MIGRATION events.
-type migrationStatus struct {
-	Status      string `json:"status"`
-	ErrorDesc   string `json:"error-desc"`
-	TotalTimeMs int64  `json:"total-time"`
-	DowntimeMs  int64  `json:"downtime"`
-	RAM         *struct {
-		Transferred int64 `json:"transferred"`
-	} `json:"ram"`
+// monitor is a machine's QMP client as the Monitor qemuvm's shared QMP
+// code speaks to.
+type monitor struct{ *qmp.Client }
+
+func (c monitor) Subscribe(ctx context.Context) (qemuvm.Events, error) {
+	return subscription{c.Client.Subscribe()}, nil
 }
 
-// unthrottled lifts QEMU's default migration bandwidth cap (128 MiB/s,
-// meant for networks): every migration here is to a local file or socket,
-// and a hibernate or fork waits for it.
-const unthrottled = 1 << 40
+type subscription struct{ *qmp.Subscription }
 
-func setCapabilities(ctx context.Context, c *qmp.Client, ignoreShared bool) error {
-	caps := []map[string]any{
-		{"capability": "x-ignore-shared", "state": ignoreShared},
-		{"capability": "events", "state": true},
-	}
-	if err := c.Execute(ctx, "migrate-set-capabilities", map[string]any{"capabilities": caps}, nil); err != nil {
-		return fmt.Errorf("set migration capabilities: %w", err)
-	}
-	if err := c.Execute(ctx, "migrate-set-parameters", map[string]any{"max-bandwidth": unthrottled}, nil); err != nil {
-		return fmt.Errorf("set migration bandwidth: %w", err)
-	}
-	return nil
+func (s subscription) Wait(ctx context.Context, name string) (json.RawMessage, error) {
+	ev, err := s.Subscription.Wait(ctx, name, nil)
+	return ev.Data, err
 }
 
-// waitMigration waits for a MIGRATION event that ends the migration
-// (completed, failed, cancelled). The subscription must predate the command
-// that started the migration, so the event cannot be missed.
-func waitMigration(ctx context.Context, c *qmp.Client, sub *qmp.Subscription) error {
-	for {
-		ev, err := sub.Wait(ctx, "MIGRATION", nil)
-		if err != nil {
-			return fmt.Errorf("migration: %w", err)
-		}
-		var st migrationStatus
-		json.Unmarshal(ev.Data, &st)
-		switch st.Status {
-		case "completed":
-			return nil
-		case "failed", "cancelled":
-			var q migrationStatus
-			c.Execute(ctx, "query-migrate", nil, &q)
-			return fmt.Errorf("migration %s: %s", st.Status, q.ErrorDesc)
-		}
-	}
-}
+func (m *Machine) monitor() qemuvm.Monitor { return monitor{m.qmp} }
 
 // restore loads a saved state into a QEMU waiting with -incoming defer, then
-// runs the guest (DESIGN.md, recipe step 3). The state file goes over as a
-// file descriptor (getfd, then fd:NAME): the fastest path measured, and the
-// only one the sandbox allows besides sockets (exec: would spawn).
+// runs the guest. The state file goes over as a file
+// descriptor (getfd, then fd:NAME): the fastest path measured, and the only
+// one the sandbox allows besides sockets (exec: would spawn).
 func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.RestoreTimeout)
 	defer cancel()
 	f, err := os.Open(statePath)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	defer f.Close()
-	if err := setCapabilities(ctx, m.qmp, ignoreShared); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
 	if err := m.qmp.SendFD(ctx, "state", int(f.Fd())); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	sub := m.qmp.Subscribe()
-	defer sub.Close()
-	if err := m.qmp.Execute(ctx, "migrate-incoming", map[string]string{"uri": "fd:state"}, nil); err != nil {
+	mig := qemuvm.Migration{Incoming: true, URI: "fd:state", IgnoreShared: ignoreShared, Log: m.rec.Path("qemu.log")}
+	if err := qemuvm.Migrate(ctx, m.monitor(), mig); err != nil {
 		return fmt.Errorf("restore: %w", err)
-	}
-	if err := waitMigration(ctx, m.qmp, sub); err != nil {
-		return fmt.Errorf("restore: %w: %s", err, logTail(m.rec.path("qemu.log"), 4))
 	}
 	// The template was stopped when it was saved, so the clone arrives paused.
 	status, err := m.Status(ctx)
@@ -99,4 +58,25 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 		}
 	}
 	return nil
+}
+
+// saveState migrates a stopped machine's state into a new file, handed over
+// as a descriptor, and syncs it.
+func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := m.qmp.SendFD(ctx, "save", int(f.Fd())); err != nil {
+		return err
+	}
+	mig := qemuvm.Migration{URI: "fd:save", IgnoreShared: ignoreShared, Log: m.rec.Path("qemu.log")}
+	if err := qemuvm.Migrate(ctx, m.monitor(), mig); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
 }

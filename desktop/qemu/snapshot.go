@@ -5,23 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
-// saveTimeout bounds one save of a machine's state to a file or another
-// QEMU (the RAM of a 1 GiB guest moves in about a second here).
-const saveTimeout = 2 * time.Minute
-
 // Snapshot writes a golden snapshot of this machine into dir. A template
-// (from Boot) is saved as it is and ends (recipe step 2); a running desktop
-// is copied into a new template process and keeps running (recipe step 9).
+// (from Boot) is saved as it is and ends; a running desktop is copied into
+// a new template process first and keeps running.
 func (m *Machine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	rec := m.record()
 	if rec.Template {
@@ -39,51 +34,23 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string, opts desktop.Sna
 	if filepath.Dir(rec.Disk) != filepath.Clean(dir) {
 		return desktop.MachineShape{}, fmt.Errorf("%w: a template saves into the directory it booted with (%s)", desktop.ErrInvalid, filepath.Dir(rec.Disk))
 	}
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
-	if err := saveState(ctx, m.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	if err := m.quit(ctx); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
-	removeMachineDirs(record{RunDir: rec.RunDir, DataDir: rec.DataDir})
+	rec.Dirs.Remove()
 	if err := placeMemory(rec.Memory, dir, opts.Ephemeral); err != nil {
 		os.Remove(rec.Memory)
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	return rec.Shape, nil
-}
-
-// saveState migrates a stopped machine's state into a new file, handed over
-// as a descriptor, and syncs it.
-func saveState(ctx context.Context, c *qmp.Client, path string, ignoreShared bool) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := setCapabilities(ctx, c, ignoreShared); err != nil {
-		return err
-	}
-	if err := c.SendFD(ctx, "save", int(f.Fd())); err != nil {
-		return err
-	}
-	sub := c.Subscribe()
-	defer sub.Close()
-	if err := c.Execute(ctx, "migrate", map[string]string{"uri": "fd:save"}, nil); err != nil {
-		return err
-	}
-	if err := waitMigration(ctx, c, sub); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
-	}
-	return f.Close()
 }
 
 // quit ends QEMU through its monitor and waits for the process.
@@ -106,25 +73,24 @@ func (m *Machine) quit(ctx context.Context) error {
 // new overlay layered on it.
 func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
 	rec := m.record()
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
 	start := time.Now()
 	var phases []any
 	phase := func(name string) { phases = append(phases, name, time.Since(start).Round(time.Millisecond)) }
 	defer func() { m.log.Debug("snapshot of a running machine", phases...) }()
-	size, err := m.diskVirtualSize(ctx)
+	disk, err := qemuvm.ActiveDisk(ctx, m.qmp)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	// The template's memory file can take as much as the guest's RAM; a
 	// shared mapping on a full filesystem would kill it mid-copy.
 	mem := m.drv.templateMemory(dir)
-	need := int64(rec.Shape.MemoryMiB)<<20 + 64<<20
-	if err := checkFree(m.drv.opts.MemoryDir, need); err != nil {
+	if err := qemuvm.SnapshotRoom(m.drv.opts.MemoryDir, rec.Shape.MemoryMiB); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
 	if !opts.Ephemeral {
-		if err := checkFree(dir, need); err != nil {
+		if err := qemuvm.SnapshotRoom(dir, rec.Shape.MemoryMiB); err != nil {
 			return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 		}
 	}
@@ -137,7 +103,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	// The template process starts before the desktop pauses, to keep the
 	// pause short. Its disk is blank: it never runs, and clones will use
 	// the frozen overlay instead.
-	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, size)
+	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, disk.Image.VirtualSize)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -181,7 +147,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 		case <-mctx.Done():
 		}
 	}()
-	if err := migrateInto(mctx, m.qmp, tmpl.qmp); err != nil {
+	if err := migrateInto(mctx, m, tmpl); err != nil {
 		if cause := context.Cause(mctx); cause != nil && cause != mctx.Err() {
 			err = cause
 		}
@@ -199,7 +165,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 		}
 	}
 	resume()
-	if err := saveState(ctx, tmpl.qmp, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
 	}
 	phase("state_saved")
@@ -225,22 +191,21 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 // shared file, waiting for an incoming migration.
 func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath string, diskSize int64) (*Machine, error) {
 	id := desktop.NewID("tmpl-")
-	runDir, dataDir, err := d.machineDirs(id)
+	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
-	rec := record{ID: id, RunDir: runDir, DataDir: dataDir, Shape: src.Shape, Disk: filepath.Join(dataDir, "blank.qcow2"), DiskNode: diskNodeID, Template: true}
-	out, err := runTool(ctx, d.opts.QemuImg, "create", "-q", "-f", "qcow2", rec.Disk, fmt.Sprint(diskSize))
-	if err != nil {
-		removeMachineDirs(rec)
-		return nil, fmt.Errorf("template disk: %w: %s", err, out)
+	rec := record{ID: id, Dirs: dirs, Shape: src.Shape, Disk: dirs.Path("blank.qcow2"), DiskNode: qemuvm.DiskNodeID, Template: true}
+	if err := qemuvm.CreateBlank(ctx, d.opts.QemuImg, rec.Disk, diskSize); err != nil {
+		rec.Remove()
+		return nil, err
 	}
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{Path: memPath, Share: true}
+		c.Memory = qemuvm.Memory{Path: memPath, Share: true}
 		c.Incoming = true
 	})
 	if err != nil {
-		removeMachineDirs(rec)
+		rec.Remove()
 		os.Remove(memPath)
 		return nil, err
 	}
@@ -249,46 +214,39 @@ func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath string, 
 
 // migrateInto moves a stopped machine's whole state (RAM included) into a
 // QEMU waiting with -incoming defer, over a socketpair handed to both.
-func migrateInto(ctx context.Context, src, dst *qmp.Client) error {
+func migrateInto(ctx context.Context, src, dst *Machine) error {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer syscall.Close(fds[0])
 	defer syscall.Close(fds[1])
-	if err := setCapabilities(ctx, dst, false); err != nil {
+	if err := dst.qmp.SendFD(ctx, "in", fds[1]); err != nil {
 		return err
 	}
-	if err := dst.SendFD(ctx, "in", fds[1]); err != nil {
+	in, err := qemuvm.StartMigration(ctx, dst.monitor(), qemuvm.Migration{Incoming: true, URI: "fd:in", Log: dst.rec.Path("qemu.log")})
+	if err != nil {
 		return err
 	}
-	dstSub := dst.Subscribe()
-	defer dstSub.Close()
-	if err := dst.Execute(ctx, "migrate-incoming", map[string]string{"uri": "fd:in"}, nil); err != nil {
+	defer in.Close()
+	if err := src.qmp.SendFD(ctx, "out", fds[0]); err != nil {
 		return err
 	}
-	if err := setCapabilities(ctx, src, false); err != nil {
+	out, err := qemuvm.StartMigration(ctx, src.monitor(), qemuvm.Migration{URI: "fd:out"})
+	if err != nil {
 		return err
 	}
-	if err := src.SendFD(ctx, "out", fds[0]); err != nil {
+	defer out.Close()
+	if err := out.Wait(ctx); err != nil {
 		return err
 	}
-	srcSub := src.Subscribe()
-	defer srcSub.Close()
-	if err := src.Execute(ctx, "migrate", map[string]string{"uri": "fd:out"}, nil); err != nil {
+	if err := in.Wait(ctx); err != nil {
 		return err
 	}
-	if err := waitMigration(ctx, src, srcSub); err != nil {
-		return err
-	}
-	if err := waitMigration(ctx, dst, dstSub); err != nil {
-		return err
-	}
-	var st json.RawMessage
-	var params json.RawMessage
-	src.Execute(ctx, "query-migrate", nil, &st)
-	src.Execute(ctx, "query-migrate-parameters", nil, &params)
-	slog.Default().Debug("migration into a template", "stats", string(st), "params", string(params))
+	var st, params json.RawMessage
+	src.qmp.Execute(ctx, "query-migrate", nil, &st)
+	src.qmp.Execute(ctx, "query-migrate-parameters", nil, &params)
+	src.log.Debug("migration into a template", "stats", string(st), "params", string(params))
 	return nil
 }
 
@@ -297,17 +255,10 @@ func migrateInto(ctx context.Context, src, dst *qmp.Client) error {
 // switches the machine to a new overlay on top of it.
 func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	rec := m.record()
-	if err := os.Link(rec.Disk, snapDisk); err != nil {
-		if !errors.Is(err, syscall.EXDEV) {
-			return fmt.Errorf("freeze disk: %w", err)
-		}
-		// The machine is stopped and QEMU flushed the overlay when it
-		// stopped, so the file is stable while it is copied.
-		if err := copySparse(rec.Disk, snapDisk); err != nil {
-			return fmt.Errorf("freeze disk: %w", err)
-		}
+	if err := qemuvm.FreezeLayer(rec.Disk, snapDisk); err != nil {
+		return err
 	}
-	next := nextOverlayPath(rec.Disk)
+	next := qemuvm.NextOverlayPath(rec.Disk)
 	node := nextNodeName(rec.DiskNode)
 	// The new overlay's backing is the machine's own (now frozen) file, by
 	// its own path, so the machine never depends on where the snapshot is.
@@ -349,8 +300,7 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	if rec.Template || rec.Frozen == "" {
 		return nil
 	}
-	args := map[string]string{"device": rec.DiskNode, "image-node-name": rec.DiskNode, "backing-file": s.Path(desktop.FileDisk)}
-	if err := m.qmp.Execute(ctx, "change-backing-file", args, nil); err != nil {
+	if err := qemuvm.ChangeBackingFile(ctx, m.qmp, rec.DiskNode, s.Path(desktop.FileDisk)); err != nil {
 		return fmt.Errorf("adopt snapshot %s: %w", s.Name, err)
 	}
 	os.Remove(rec.Frozen)
@@ -360,43 +310,11 @@ func (m *Machine) AdoptSnapshot(ctx context.Context, s desktop.Snapshot) error {
 	return nil
 }
 
-// checkFree fails when dir's filesystem has less than need bytes free.
-func checkFree(dir string, need int64) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return err
-	}
-	if free := int64(st.Bavail) * st.Bsize; free < need {
-		return fmt.Errorf("%w: not enough space in %s: a snapshot of this desktop needs up to %d MiB (its memory), there are %d MiB free", desktop.ErrCapacity, dir, need>>20, free>>20)
-	}
-	return nil
-}
-
-// diskVirtualSize asks QEMU for the size of the disk the guest sees.
-func (m *Machine) diskVirtualSize(ctx context.Context) (int64, error) {
-	var nodes []struct {
-		NodeName string `json:"node-name"`
-		Image    struct {
-			VirtualSize int64 `json:"virtual-size"`
-		} `json:"image"`
-	}
-	if err := m.qmp.Execute(ctx, "query-named-block-nodes", map[string]bool{"flat": true}, &nodes); err != nil {
-		return 0, err
-	}
-	want := m.record().DiskNode
-	for _, n := range nodes {
-		if n.NodeName == want {
-			return n.Image.VirtualSize, nil
-		}
-	}
-	return 0, fmt.Errorf("disk node %s not found", want)
-}
-
 // Hibernate writes the whole machine state, RAM included, to its data
 // directory and ends QEMU. The desktop's RAM stops being shared with its
 // snapshot: a woken desktop owns all its memory.
 func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.SaveTimeout)
 	defer cancel()
 	status, err := m.Status(ctx)
 	if err != nil {
@@ -405,8 +323,8 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
-	path := m.rec.path("hibernate.state")
-	if err := saveState(ctx, m.qmp, path, false); err != nil {
+	path := m.rec.Path("hibernate.state")
+	if err := m.saveState(ctx, path, false); err != nil {
 		os.Remove(path)
 		if status == "running" {
 			m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil)
@@ -435,9 +353,9 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	}
 	// Every layer above the first was frozen into a snapshot; QEMU opens the
 	// top one and finds the rest through its backing chain.
-	rec.DiskNode = diskNodeID
+	rec.DiskNode = qemuvm.DiskNodeID
 	m, err := d.start(ctx, rec, func(c *Config) {
-		c.Memory = Memory{} // anonymous: the RAM comes from the saved state
+		c.Memory = qemuvm.Memory{} // anonymous: the RAM comes from the saved state
 		c.Incoming = true
 	})
 	if err != nil {

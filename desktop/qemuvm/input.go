@@ -1,6 +1,7 @@
-package qemu
+package qemuvm
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -17,8 +18,10 @@ func absAxis(pixel, size int) int {
 	return min(max(v, 0), absMax)
 }
 
-// inputEvents builds the argument of QMP input-send-event for one frame.
-func inputEvents(events []desktop.InputEvent, width, height int) ([]map[string]any, error) {
+// InputEvents builds the argument list ("events") of QMP input-send-event
+// for one frame of input on a width x height screen: keys by qcode,
+// buttons by name, moves on the absolute axes of the USB tablet.
+func InputEvents(events []desktop.InputEvent, width, height int) ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(events)+1)
 	for _, e := range events {
 		switch e.Kind {
@@ -48,4 +51,17 @@ func inputEvents(events []desktop.InputEvent, width, height int) ([]map[string]a
 		}
 	}
 	return out, nil
+}
+
+// SendInput delivers one synchronised frame of input events (one
+// input-send-event) to a machine whose screen is width x height.
+func SendInput(ctx context.Context, ex Executor, events []desktop.InputEvent, width, height int) error {
+	args, err := InputEvents(events, width, height)
+	if err != nil {
+		return err
+	}
+	if err := ex.Execute(ctx, "input-send-event", map[string]any{"events": args}, nil); err != nil {
+		return fmt.Errorf("send input: %w", err)
+	}
+	return nil
 }

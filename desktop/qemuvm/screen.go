@@ -1,20 +1,49 @@
-package qemu
+package qemuvm
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
 	"io"
+	"os"
 	"strconv"
 )
+
+// Screendump asks QEMU for a picture of the screen. QEMU writes it as a
+// PPM file into dir (a directory QEMU may write to: the machine's run
+// directory), which is read and removed.
+func Screendump(ctx context.Context, ex Executor, dir string) (image.Image, error) {
+	f, err := os.CreateTemp(dir, "screendump-*.ppm")
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	path := f.Name()
+	f.Close()
+	defer os.Remove(path)
+	if err := ex.Execute(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	defer r.Close()
+	img, err := DecodePPM(r)
+	if err != nil {
+		return nil, fmt.Errorf("screendump: %w", err)
+	}
+	return img, nil
+}
 
 // maxScreendumpPixels bounds a picture QEMU's screendump may claim to be.
 const maxScreendumpPixels = 8192 * 8192
 
-// decodePPM reads the binary PPM (P6, maxval 255) that QMP screendump writes.
-func decodePPM(r io.Reader) (*image.RGBA, error) {
+// DecodePPM reads the binary PPM (P6, maxval 255) that QMP screendump
+// writes.
+func DecodePPM(r io.Reader) (*image.RGBA, error) {
 	br := bufio.NewReader(r)
 	var fields [4]int
 	magic, err := ppmToken(br)

@@ -1,0 +1,270 @@
+package desktoptest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// The lifecycle checks: what the Manager asks of every driver.
+
+func createWithoutPool(t *testing.T, h Harness) {
+	limits := desktop.DefaultLimits()
+	limits.PoolSize = 0
+	e := openWith(t, h, h.Catalog, limits)
+	d := e.create(t)
+	e.screenOK(t, d.ID)
+	e.remove(t, d.ID)
+}
+
+func createFromPool(t *testing.T, h Harness) {
+	e := open(t, h)
+	w, ok := e.drv.(desktop.Warmer)
+	if !ok {
+		t.Skip("the driver keeps no warm pool (it is no desktop.Warmer)")
+	}
+	snap, err := e.catalog.Get(h.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Warm(snap, 1) // instead of the Manager's default, which Recover set
+	if err := w.WaitPool(e.ctx(t), snap.Name, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := e.create(t)
+	if got := w.PoolSize(snap.Name); got != 0 {
+		t.Errorf("pool holds %d after the create took its machine, want 0 (until it refills)", got)
+	}
+	e.screenOK(t, d.ID)
+	w.Warm(snap, 0)
+	e.remove(t, d.ID)
+}
+
+func pauseResume(t *testing.T, h Harness) {
+	e := open(t, h)
+	d := e.create(t)
+	ctx := e.ctx(t)
+	if _, err := e.mgr.Resume(ctx, d.ID); !errors.Is(err, desktop.ErrConflict) {
+		t.Fatalf("resume of a running desktop: %v, want ErrConflict", err)
+	}
+	p, err := e.mgr.Pause(ctx, d.ID)
+	if err != nil || p.State != desktop.StatePaused {
+		t.Fatalf("pause: %v, state %s", err, p.State)
+	}
+	if _, err := e.mgr.Pause(ctx, d.ID); !errors.Is(err, desktop.ErrConflict) {
+		t.Fatalf("pause of a paused desktop: %v, want ErrConflict", err)
+	}
+	e.screenOK(t, d.ID) // the screen stays available while paused
+	r, err := e.mgr.Resume(ctx, d.ID)
+	if err != nil || r.State != desktop.StateRunning {
+		t.Fatalf("resume: %v, state %s", err, r.State)
+	}
+	e.remove(t, d.ID)
+}
+
+func hibernateWake(t *testing.T, h Harness) {
+	e := open(t, h)
+	d := e.create(t)
+	ctx := e.ctx(t)
+	hb, err := e.mgr.Hibernate(ctx, d.ID)
+	if err != nil || hb.State != desktop.StateHibernated {
+		t.Fatalf("hibernate: %v, state %s", err, hb.State)
+	}
+	if _, _, err := e.mgr.Machine(ctx, d.ID, false); !errors.Is(err, desktop.ErrConflict) {
+		t.Fatalf("machine of a hibernated desktop: %v, want ErrConflict", err)
+	}
+	if _, err := e.mgr.Fork(ctx, d.ID, 1); !errors.Is(err, desktop.ErrConflict) {
+		t.Fatalf("fork of a hibernated desktop: %v, want ErrConflict", err)
+	}
+	if _, err := e.mgr.Pause(ctx, d.ID); !errors.Is(err, desktop.ErrConflict) {
+		t.Fatalf("pause of a hibernated desktop: %v, want ErrConflict", err)
+	}
+	w, err := e.mgr.Wake(ctx, d.ID)
+	if err != nil || w.State != desktop.StateRunning {
+		t.Fatalf("wake: %v, state %s", err, w.State)
+	}
+	e.screenOK(t, d.ID)
+	e.guestAlive(t, d.ID)
+	e.remove(t, d.ID)
+}
+
+func fork3(t *testing.T, h Harness) {
+	e := open(t, h)
+	src := e.create(t)
+	copies, err := e.mgr.Fork(e.ctx(t), src.ID, 3)
+	if err != nil {
+		t.Fatalf("fork 3: %v", err)
+	}
+	if len(copies) != 3 {
+		t.Fatalf("fork 3 made %d copies", len(copies))
+	}
+	seen := map[string]bool{src.ID: true}
+	for _, c := range copies {
+		if seen[c.ID] {
+			t.Errorf("fork copy id %s repeats", c.ID)
+		}
+		seen[c.ID] = true
+		if c.State != desktop.StateRunning || c.ForkOf != src.ID {
+			t.Errorf("copy %s: state %s fork_of %q", c.ID, c.State, c.ForkOf)
+		}
+		e.screenOK(t, c.ID)
+	}
+	if got, _ := e.mgr.Get(src.ID); got.State != desktop.StateRunning {
+		t.Errorf("source is %s after the fork, want running", got.State)
+	}
+	e.screenOK(t, src.ID)
+	for _, c := range copies {
+		e.remove(t, c.ID)
+	}
+	e.remove(t, src.ID)
+}
+
+// A paused desktop forks, stays paused, forks again and resumes. (Under
+// QEMU a completed migration leaves the source's disks inactive, and a
+// second freeze of an inactive disk would abort it.)
+func forkPausedTwice(t *testing.T, h Harness) {
+	e := open(t, h)
+	d := e.create(t)
+	if _, err := e.mgr.Pause(e.ctx(t), d.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		copies, err := e.mgr.Fork(e.ctx(t), d.ID, 1)
+		if err != nil {
+			t.Fatalf("fork %d of a paused desktop: %v", i+1, err)
+		}
+		if got, _ := e.mgr.Get(d.ID); got.State != desktop.StatePaused {
+			t.Fatalf("after fork %d the source is %s, want paused", i+1, got.State)
+		}
+		e.guestAlive(t, copies[0].ID)
+		e.remove(t, copies[0].ID)
+	}
+	if _, err := e.mgr.Resume(e.ctx(t), d.ID); err != nil {
+		t.Fatalf("resume after two forks: %v", err)
+	}
+	e.guestAlive(t, d.ID)
+	e.remove(t, d.ID)
+}
+
+func snapshotThenCreate(t *testing.T, h Harness) {
+	e := open(t, h)
+	src := e.create(t)
+	name := "conformance-" + desktop.NewID("")[:8]
+	snap, err := e.mgr.Snapshot(e.ctx(t), src.ID, name)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if snap.Manifest.Parent != h.Snapshot || snap.Manifest.Source != src.ID {
+		t.Errorf("manifest parent %q source %q", snap.Manifest.Parent, snap.Manifest.Source)
+	}
+	if _, err := e.mgr.Snapshot(e.ctx(t), src.ID, name); !errors.Is(err, desktop.ErrConflict) {
+		t.Errorf("second snapshot under the same name: %v, want ErrConflict", err)
+	}
+	d, err := e.mgr.Create(e.ctx(t), desktop.CreateRequest{Snapshot: name})
+	if err != nil {
+		t.Fatalf("create from the new snapshot: %v", err)
+	}
+	e.screenOK(t, d.ID)
+	if err := e.mgr.RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
+		t.Errorf("remove a snapshot in use: %v, want ErrConflict", err)
+	}
+	e.remove(t, d.ID)
+	// The source still runs on a disk layered on the snapshot, so it too
+	// keeps the snapshot.
+	e.screenOK(t, src.ID)
+	if err := e.mgr.RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
+		t.Errorf("remove a snapshot its source desktop layers on: %v, want ErrConflict", err)
+	}
+	e.remove(t, src.ID)
+	if err := e.mgr.RemoveSnapshot(name); err != nil {
+		t.Errorf("remove an unused snapshot: %v", err)
+	}
+}
+
+func capacity(t *testing.T, h Harness) {
+	limits := desktop.DefaultLimits()
+	limits.MaxDesktops = 1
+	e := openWith(t, h, h.Catalog, limits)
+	d := e.create(t)
+	if _, err := e.mgr.Create(e.ctx(t), desktop.CreateRequest{Snapshot: h.Snapshot}); !errors.Is(err, desktop.ErrCapacity) {
+		t.Fatalf("create over the cap: %v, want ErrCapacity", err)
+	}
+	if _, err := e.mgr.Fork(e.ctx(t), d.ID, 2); !errors.Is(err, desktop.ErrCapacity) {
+		t.Fatalf("fork over the cap: %v, want ErrCapacity", err)
+	}
+	if n := len(e.mgr.List()); n != 1 {
+		t.Fatalf("%d desktops after refused creates, want 1", n)
+	}
+	e.remove(t, d.ID)
+	for _, bad := range []desktop.CreateRequest{
+		{Snapshot: "no-such-snapshot"},
+		{Snapshot: h.Snapshot, TTL: -time.Second},
+		{Snapshot: h.Snapshot, TTL: 10 * 365 * 24 * time.Hour},
+		{Snapshot: h.Snapshot, CPUs: 63},
+		{Snapshot: h.Snapshot, Name: "Not A Name"},
+	} {
+		if _, err := e.mgr.Create(e.ctx(t), bad); err == nil {
+			t.Errorf("create %+v succeeded, want an error", bad)
+		}
+	}
+}
+
+func killed(t *testing.T, h Harness) {
+	e := open(t, h)
+	d := e.create(t)
+	m := e.machine(t, d.ID)
+	events, stop := e.mgr.Subscribe()
+	defer stop()
+	h.Kill(t, m)
+	ctx := e.ctx(t)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Desktop.ID != d.ID || ev.Desktop.State != desktop.StateFailed {
+				continue
+			}
+			if ev.Desktop.Reason == "" {
+				t.Error("failed desktop has no reason")
+			}
+			if !h.Gone(t, ev.Desktop.Machine) {
+				t.Error("a killed desktop's files remain")
+			}
+			e.remove(t, d.ID)
+			return
+		case <-ctx.Done():
+			t.Fatalf("desktop %s did not fail after its machine was killed", d.ID)
+		}
+	}
+}
+
+func restart(t *testing.T, h Harness) {
+	e := open(t, h)
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.create(t).ID)
+	}
+	if _, err := e.mgr.Pause(e.ctx(t), ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(t)
+	want := map[string]desktop.State{ids[0]: desktop.StateRunning, ids[1]: desktop.StatePaused, ids[2]: desktop.StateRunning}
+	for id, st := range want {
+		d, err := e.mgr.Get(id)
+		if err != nil {
+			t.Fatalf("after restart: %v", err)
+		}
+		if d.State != st {
+			t.Errorf("after restart %s is %s, want %s", id, d.State, st)
+		}
+		e.screenOK(t, id)
+	}
+	if _, err := e.mgr.Resume(e.ctx(t), ids[1]); err != nil {
+		t.Errorf("resume after restart: %v", err)
+	}
+	e.guestAlive(t, ids[1])
+	for _, id := range ids {
+		e.remove(t, id)
+	}
+}

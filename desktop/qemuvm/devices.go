@@ -1,0 +1,111 @@
+package qemuvm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// Fixed names the device list and the rest of the command line refer to. A
+// restore needs the same devices as the bake, and the devices refer to
+// their backends by these ids, so they never change.
+const (
+	MemoryBackendID = "mem0"
+	DiskNodeID      = "disk0"
+	AgentCharID     = "charchannel0"
+	SerialCharID    = "charserial0"
+	NetdevID        = "hostnet0"
+	MonitorCharID   = "charmonitor"
+	AgentPortName   = "org.qemu.guest_agent.0"
+	DiskDeviceID    = "virtio-disk0"
+	// GuestMAC is the same in every clone: each clone has its own
+	// user-mode network, so they never meet.
+	GuestMAC = "52:54:00:77:64:01"
+)
+
+// DeviceArgs is the device list (the values of -device) of a new bake at
+// the given resolution: std VGA (the guest's Xorg drives it with
+// modesetting; its EDID offers the resolution), a USB tablet for absolute
+// pointer input, the guest agent on virtio-serial, the disk, a NIC whose
+// backend decides whether there is any network, a serial console, and
+// vmgenid so every clone reseeds its RNG. PCI addresses are explicit so
+// that every driver builds the same machine; snapshot manifests record
+// this list.
+func DeviceArgs(width, height int) []string {
+	return []string{
+		fmt.Sprintf("VGA,id=video0,vgamem_mb=16,xres=%d,yres=%d,bus=pcie.0,addr=0x1", width, height),
+		"qemu-xhci,id=usb,bus=pcie.0,addr=0x2",
+		"usb-tablet,id=input0,bus=usb.0,port=1",
+		"virtio-serial-pci,id=virtio-serial0,bus=pcie.0,addr=0x3",
+		"virtserialport,id=channel0,bus=virtio-serial0.0,nr=1,chardev=" + AgentCharID + ",name=" + AgentPortName,
+		"virtio-blk-pci,id=" + DiskDeviceID + ",drive=" + DiskNodeID + ",bus=pcie.0,addr=0x4",
+		"virtio-net-pci,id=net0,netdev=" + NetdevID + ",mac=" + GuestMAC + ",bus=pcie.0,addr=0x5",
+		"isa-serial,id=serial0,chardev=" + SerialCharID,
+		"vmgenid,id=vmgenid0",
+	}
+}
+
+// BakeShape is the machine a bake of spec boots on a host of shape host:
+// the host's QEMU build, accelerator, machine type and CPU model, the
+// spec's CPUs, memory and resolution, and the device list at that
+// resolution. The snapshot's manifest records it, and every restore must
+// reproduce it.
+func BakeShape(host desktop.MachineShape, spec desktop.BootSpec) desktop.MachineShape {
+	s := host
+	s.CPUs, s.MemoryMiB = spec.CPUs, spec.MemoryMiB
+	s.Width, s.Height = spec.Image.Width, spec.Image.Height
+	s.Devices = DeviceArgs(s.Width, s.Height)
+	return s
+}
+
+// KernelBoot is the direct kernel boot of a guest image.
+func KernelBoot(img desktop.BootImage) *Boot {
+	return &Boot{Kernel: img.Kernel, Initrd: img.Initrd, Cmdline: img.Cmdline}
+}
+
+// Memory says where guest RAM lives.
+type Memory struct {
+	// Path of a file backing RAM; empty means anonymous RAM (a full
+	// restore, such as a wake from hibernation).
+	Path string
+	// Share maps the file shared (a template: the guest's writes land in
+	// the file) or private (a clone: copy-on-write, the file is never
+	// written).
+	Share bool
+}
+
+// Boot is a direct kernel boot.
+type Boot struct {
+	Kernel, Initrd, Cmdline string
+}
+
+// MemoryObject is the -object value of guest RAM of mib MiB: a file
+// backend on mem.Path, or anonymous RAM. Do not add readonly=on to a
+// clone's private mapping: the AHCI state then fails to load.
+func MemoryObject(mem Memory, mib int) string {
+	size := strconv.Itoa(mib) + "M"
+	if mem.Path == "" {
+		return "memory-backend-ram,id=" + MemoryBackendID + ",size=" + size
+	}
+	share := "off"
+	if mem.Share {
+		share = "on"
+	}
+	return "memory-backend-file,id=" + MemoryBackendID + ",size=" + size + ",mem-path=" + Escape(mem.Path) + ",share=" + share
+}
+
+// Netdev is the -netdev value of the NIC's backend: a user-mode network
+// that, without network, is restricted (the guest has a NIC but reaches
+// nothing, not even the host).
+func Netdev(network bool) string {
+	restrict := "on"
+	if network {
+		restrict = "off"
+	}
+	return "user,id=" + NetdevID + ",restrict=" + restrict
+}
+
+// Escape doubles commas, QEMU's escape inside an option value.
+func Escape(v string) string { return strings.ReplaceAll(v, ",", ",,") }
