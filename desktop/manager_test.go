@@ -2,8 +2,6 @@ package desktop_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -25,26 +23,6 @@ func fakeSetup(t *testing.T) (*desktoptest.Fake, *desktop.Catalog) {
 		t.Fatal(err)
 	}
 	return f, cat
-}
-
-func TestConformanceOnFake(t *testing.T) {
-	f, cat := fakeSetup(t)
-	desktoptest.Run(t, desktoptest.Harness{
-		NewDriver: func(*testing.T) desktop.Driver { return f }, // the same "host" after a restart
-		Catalog:   cat,
-		Snapshot:  "golden",
-		NewStore:  func(*testing.T) desktop.Store { return desktoptest.NewMemStore() },
-		Kill:      func(t *testing.T, m desktop.Machine) { m.(*desktoptest.FakeMachine).Crash("killed by signal KILL") },
-		Gone: func(t *testing.T, rec []byte) bool {
-			var r struct{ ID string }
-			json.Unmarshal(rec, &r)
-			_, err := f.Attach(context.Background(), rec)
-			return errors.Is(err, desktop.ErrNotFound)
-		},
-	})
-	if n := f.Live(); n != 0 {
-		t.Errorf("%d fake machines left running", n)
-	}
 }
 
 func TestTransitionTable(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // vmModules are the kernel modules a warmdesk guest needs on QEMU's q35
-// machine with the devices of desktop/qemu.DeviceArgs; everything else in
+// machine with the devices of desktop/qemuvm.DeviceArgs; everything else in
 // /lib/modules is removed (it is most of the image otherwise).
 var vmModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_console", "virtio_net", // disk, agent, NIC

@@ -1,0 +1,244 @@
+package app_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/images"
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+// Input lands where it was aimed: repeated trials of what agents do most,
+// each checked inside the guest. Under TCG the guest reads the USB
+// tablet's reports late, so without the drive service's sync a click's
+// keys overtook it (docs/API.md, "Keys after a click").
+
+// trials is how many times each trial runs: 50 (the bar the issue set),
+// or WARMDESK_TRIALS.
+func trials(t *testing.T) int {
+	if v := os.Getenv("WARMDESK_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WARMDESK_TRIALS=%q: want a positive number", v)
+		}
+		return n
+	}
+	return 50
+}
+
+// startForm finds the start page's text field and its Go button.
+func startForm(t *testing.T, img *image.RGBA) (field, goButton image.Point) {
+	t.Helper()
+	field, ok := findField(img, 100, 100)
+	if !ok {
+		t.Fatal("no text field on the start page")
+	}
+	// The button follows the field on its row, after the field's border
+	// and a space of page colour.
+	x := field.X
+	for x < img.Bounds().Max.X && !near(img.RGBAAt(x, field.Y), pageColor) {
+		x++
+	}
+	for x < img.Bounds().Max.X && near(img.RGBAAt(x, field.Y), pageColor) {
+		x++
+	}
+	if x >= img.Bounds().Max.X-20 {
+		t.Fatal("no Go button beside the text field")
+	}
+	return field, image.Pt(x+20, field.Y)
+}
+
+// anthropic sends one computer tool call and fails the test if it fails.
+func (s *actionStack) anthropic(t *testing.T, id string, body string) input.AnthropicToolResult {
+	t.Helper()
+	res, err := s.c.Anthropic(s.ctx(t), id, json.RawMessage(body), client.ComputerOptions{})
+	if err != nil || res.IsError {
+		t.Fatalf("computer call %s: %v %+v", body, err, res)
+	}
+	return res
+}
+
+// chromiumTitle waits for the page to retitle its window after Go, and
+// returns the title (Chromium's " - Chromium" suffix taken off).
+func (s *actionStack) chromiumTitle(t *testing.T, id string) string {
+	t.Helper()
+	var title string
+	found := func() bool {
+		res, err := s.c.Exec(s.ctx(t), id, api.ExecRequest{Shell: "DISPLAY=:0 xdotool search --name '^clicked: ' getwindowname %@", Timeout: api.Duration(20 * time.Second)})
+		if err != nil || res.ExitCode != 0 {
+			return false
+		}
+		title = strings.TrimSuffix(strings.TrimSpace(res.Stdout), " - Chromium")
+		return title != ""
+	}
+	if !testenv.Poll(90*time.Second, 100*time.Millisecond, 2*time.Second, found) {
+		t.Fatalf("desktop %s: the page never retitled its window after Go", id)
+	}
+	return title
+}
+
+func TestClickThenTypeLandsInChromium(t *testing.T) {
+	s := startStackOn(t, images.FlavorBrowser)
+	first, err := s.c.Desktop(s.ctx(t), s.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	field, goButton := startForm(t, s.screen(t))
+	t.Logf("field at %v, Go at %v", field, goButton)
+	n := trials(t)
+	var perAction, oneBatch []time.Duration
+	for _, mode := range []string{"per-action", "one-batch"} {
+		landed, others := 0, []string{}
+		for i := range n {
+			// Each trial on a fresh desktop, restored from the snapshot.
+			d, err := s.c.CreateDesktop(s.ctx(t), api.CreateDesktop{Snapshot: first.Snapshot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			word := fmt.Sprintf("w%05d", i)
+			start := time.Now()
+			switch mode {
+			case "per-action":
+				// As an agent loop sends them: one call each, each answered
+				// with its settled screenshot.
+				s.anthropic(t, d.ID, fmt.Sprintf(`{"action": "left_click", "coordinate": [%d, %d]}`, field.X, field.Y))
+				s.anthropic(t, d.ID, fmt.Sprintf(`{"action": "type", "text": %q}`, word))
+				s.anthropic(t, d.ID, fmt.Sprintf(`{"action": "left_click", "coordinate": [%d, %d]}`, goButton.X, goButton.Y))
+				perAction = append(perAction, time.Since(start))
+			case "one-batch":
+				s.actions(t, api.ActionsRequest{Actions: input.Batch{
+					{Kind: input.KindClick, At: &input.Point{X: field.X, Y: field.Y}},
+					{Kind: input.KindType, Text: word},
+					{Kind: input.KindClick, At: &input.Point{X: goButton.X, Y: goButton.Y}},
+				}})
+				oneBatch = append(oneBatch, time.Since(start))
+			}
+			if title := s.chromiumTitle(t, d.ID); title == "clicked: "+word {
+				landed++
+			} else {
+				others = append(others, fmt.Sprintf("%q", title))
+			}
+			if err := s.c.DeleteDesktop(s.ctx(t), d.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s: the text landed in %d of %d trials", mode, landed, n)
+		if landed != n {
+			t.Errorf("%s: the text landed in %d of %d trials; the others' titles: %s", mode, landed, n, strings.Join(others, ", "))
+		}
+	}
+	t.Logf("click, type, click: per action p50 %s, in one batch p50 %s", p50(perAction), p50(oneBatch))
+}
+
+func p50(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+func TestClickTheOtherXtermThenType(t *testing.T) {
+	s := startStackOn(t, images.FlavorMinimal)
+	// A second xterm beside the first (which sits at 40,40, 100x30 cells).
+	if res := s.shell(t, "DISPLAY=:0 setsid xterm -fa 'DejaVu Sans Mono' -fs 11 -geometry 60x20+700+420 -title second -e bash </dev/null >/dev/null 2>&1 & "+
+		"DISPLAY=:0 xdotool search --sync --onlyvisible --name '^second$' >/dev/null"); res.ExitCode != 0 {
+		t.Fatalf("second xterm: exit %d %s", res.ExitCode, res.Stderr)
+	}
+	// Points inside each terminal's text area.
+	terms := []image.Point{{X: 300, Y: 300}, {X: 900, Y: 560}}
+	n := trials(t)
+	landed := 0
+	var missed []string
+	for i := range n {
+		at := terms[i%2] // the one that is not focused: the other had the last command
+		s.anthropic(t, s.id, fmt.Sprintf(`{"action": "left_click", "coordinate": [%d, %d]}`, at.X, at.Y))
+		s.anthropic(t, s.id, fmt.Sprintf(`{"action": "type", "text": "echo %d > /tmp/trial-%d\n"}`, i, i))
+		var buf strings.Builder
+		got := func() bool {
+			buf.Reset()
+			_, err := s.c.ReadFile(s.ctx(t), s.id, fmt.Sprintf("/tmp/trial-%d", i), &buf)
+			return err == nil && buf.String() == fmt.Sprintf("%d\n", i)
+		}
+		if testenv.Poll(20*time.Second, 50*time.Millisecond, time.Second, got) {
+			landed++
+		} else {
+			missed = append(missed, strconv.Itoa(i))
+		}
+	}
+	t.Logf("xterm: the command ran in %d of %d trials", landed, n)
+	if landed != n {
+		t.Errorf("the command ran in %d of %d trials; missed: %s", landed, n, strings.Join(missed, " "))
+	}
+}
+
+func TestRightClickMenuShowsThenEscapeCloses(t *testing.T) {
+	s := startStackOn(t, images.FlavorMinimal)
+	// The root window: below the xterm, which spans about 40..760 x 40..540.
+	at := image.Pt(1000, 700)
+	menu := image.Rect(at.X, at.Y-300, min(at.X+300, 1280), 800) // where openbox may draw it
+	n := min(trials(t), 20)
+	shown, closed := 0, 0
+	for range n {
+		res := s.anthropic(t, s.id, fmt.Sprintf(`{"action": "right_click", "coordinate": [%d, %d]}`, at.X, at.Y))
+		if img := toolResultImage(t, res); share(img, menu, background) < 0.9 {
+			shown++
+		}
+		res = s.anthropic(t, s.id, `{"action": "key", "text": "Escape"}`)
+		if img := toolResultImage(t, res); share(img, menu, background) > 0.97 {
+			closed++
+		}
+	}
+	t.Logf("right-click menu: shown in %d, closed in %d of %d trials", shown, closed, n)
+	if shown != n || closed != n {
+		t.Errorf("the right-click's screenshot showed the menu %d of %d times, Escape's showed it closed %d of %d times", shown, n, closed, n)
+	}
+}
+
+// toolResultImage decodes a tool result's screenshot.
+func toolResultImage(t *testing.T, res input.AnthropicToolResult) *image.RGBA {
+	t.Helper()
+	for _, b := range res.Content {
+		if b.Type == "image" && b.Source != nil {
+			return decodeBase64PNG(t, b.Source.Data)
+		}
+	}
+	t.Fatalf("tool result without a screenshot: %+v", res)
+	return nil
+}
+
+// share is the fraction of r's pixels near c.
+func share(img *image.RGBA, r image.Rectangle, c color.RGBA) float64 {
+	r = r.Intersect(img.Bounds())
+	n := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			if near(img.RGBAAt(x, y), c) {
+				n++
+			}
+		}
+	}
+	return float64(n) / float64(max(1, r.Dx()*r.Dy()))
+}
+
+func decodeBase64PNG(t *testing.T, data string) *image.RGBA {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodePNG(t, raw)
+}
