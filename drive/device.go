@@ -109,32 +109,34 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 // make the drag go on after it, as it would have without the wait.
 func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
 	d.justPressed = false
-	_, err := d.nudge(ctx, mach, d.s.cfg.PressTimeout, false)
+	_, err := d.nudge(ctx, mach, d.s.cfg.PressTimeout, anyChange)
 	return err
 }
 
 // sealPointer makes sure the guest has read every pointer button frame
 // sent so far before keys follow them. QEMU's keyboard (PS/2, an interrupt
 // per byte) and its pointer (a USB tablet, whose reports wait until the
-// guest polls the USB controller) are separate guest devices, so keys sent
-// right after a click can reach the X server before the click does, and go
-// to whatever had the focus before it: measured on the browser image under
-// TCG, typing into a Chromium text field right after clicking it lost the
-// text 5 times in 8 (docs/API.md has the evidence). Once the guest has
-// drawn a nudge sent after the click, it has read the click, and X, which
-// handles a device's events in order, has delivered it before any key
-// that follows. The pointer goes back to where it was at once: only its
-// report's place in the queue mattered. Without the signal within
-// PressTimeout the keys go on, and the batch reports it.
+// guest polls the USB controller) are separate guest devices, and right
+// after a restore the guest was seen reading the tablet's reports a second
+// and more late while the keyboard's arrived at once: keys sent after a
+// click's settled screenshot reached Chromium before the click, and went
+// nowhere (docs/API.md, "Keys after a click", has the evidence). Once the
+// guest has drawn a nudge sent after the click, it has read the click, and
+// X, which handles a device's events in order, has delivered it before any
+// key that follows. Only a small redraw at the pointer counts as drawing
+// it (not a page repainting around it), after the click's own move was
+// seen drawn the same way. The pointer goes back to where it was at once:
+// only its report's place in the queue mattered. Without the signal within
+// KeyWait the keys go on, and the batch says so.
 func (d *device) sealPointer(ctx context.Context, mach desktop.Machine) error {
 	d.unread = false
 	home := d.pos
-	seen, err := d.nudge(ctx, mach, d.s.cfg.PressTimeout, true)
+	seen, err := d.nudge(ctx, mach, d.s.cfg.KeyWait, pointerDrawn)
 	if err != nil {
 		return err
 	}
 	if !seen {
-		batchOf(ctx).warn(fmt.Sprintf("keys followed a click without the guest being seen to take the click within %s (the screen showed no pointer move): they may reach the window that had the focus before it", d.s.cfg.PressTimeout))
+		batchOf(ctx).warn(fmt.Sprintf("keys followed a click without the guest being seen to take the click within %s (no pointer redraw showed): they may reach the window that had the focus before it", d.s.cfg.KeyWait))
 	}
 	if d.pos == home {
 		return nil
@@ -156,24 +158,22 @@ func (d *device) syncKeys(ctx context.Context) error {
 	return d.sealPointer(ctx, mach)
 }
 
-// nudge moves the pointer by one pixel and waits, at most timeout, until
-// the screen shows the guest drew it: then the guest has read every
-// pointer report sent before (QEMU's USB tablet queues them in order).
-// The change the last move causes is waited for first, so it is not taken
-// for the nudge's; with near, only damage around the pointer counts, so a
-// blinking caret or a page redrawing elsewhere is not taken for it either.
-// It reports whether the nudge was seen; the wait counts in the batch's
-// sync time.
-func (d *device) nudge(ctx context.Context, mach desktop.Machine, timeout time.Duration, near bool) (bool, error) {
+// nudge moves the pointer by one pixel and waits, at most timeout for
+// each of two steps, until the screen shows the guest drew it: then the
+// guest has read every pointer report sent before (QEMU's USB tablet
+// queues them in order). The last move's redraw is waited for first, so
+// it is not taken for the nudge's. drawn says which damage counts as a
+// redraw at a point. It reports whether the nudge was seen; the wait
+// counts in the batch's sync time.
+func (d *device) nudge(ctx context.Context, mach desktop.Machine, timeout time.Duration, drawn func(input.Point) func([]image.Rectangle) bool) (bool, error) {
 	scr, ok := d.s.screens.Screen(d.id)
 	if !ok {
 		return true, nil
 	}
 	start := time.Now()
 	defer func() { batchOf(ctx).waited(time.Since(start)) }()
-	src := scr.Source()
 	if d.moved {
-		if _, err := screenshot.WaitChanged(ctx, src, d.moveCounter, timeout); err != nil {
+		if _, err := waitDamage(ctx, scr, d.moveCounter, timeout, drawn(d.pos)); err != nil {
 			return false, err
 		}
 		d.moved = false
@@ -184,19 +184,31 @@ func (d *device) nudge(ctx context.Context, mach desktop.Machine, timeout time.D
 	} else {
 		to.X++
 	}
-	before, _ := src.Changed()
+	before, _ := scr.Source().Changed()
 	if err := mach.SendInput(ctx, []desktop.InputEvent{{Kind: desktop.InputMove, X: to.X, Y: to.Y}}); err != nil {
 		return false, err
 	}
 	d.pos = to
 	d.s.poke(d.id)
-	area := image.Rectangle{}
-	if near {
-		area = image.Rect(to.X-pointerBox, to.Y-pointerBox, to.X+pointerBox, to.Y+pointerBox)
+	return waitDamage(ctx, scr, before, timeout, drawn(to))
+}
+
+// anyChange counts any change of the screen as the pointer's redraw.
+func anyChange(input.Point) func([]image.Rectangle) bool {
+	return func([]image.Rectangle) bool { return true }
+}
+
+// pointerDrawn counts a redraw no larger than the pointer's, around p.
+func pointerDrawn(p input.Point) func([]image.Rectangle) bool {
+	area := image.Rect(p.X-pointerBox, p.Y-pointerBox, p.X+pointerBox, p.Y+pointerBox)
+	return func(rects []image.Rectangle) bool {
+		for _, r := range rects {
+			if r.Overlaps(area) && r.Dx() <= pointerBox && r.Dy() <= pointerBox {
+				return true
+			}
+		}
+		return false
 	}
-	return waitDamage(ctx, scr, before, timeout, func(rects []image.Rectangle) bool {
-		return area.Empty() || touches(rects, area)
-	})
 }
 
 // waitDamage waits, at most timeout, until the screen's damage since the
@@ -221,15 +233,6 @@ func waitDamage(ctx context.Context, scr Screen, since uint64, timeout time.Dura
 			return false, err
 		}
 	}
-}
-
-func touches(rects []image.Rectangle, area image.Rectangle) bool {
-	for _, r := range rects {
-		if r.Overlaps(area) {
-			return true
-		}
-	}
-	return false
 }
 
 // pause spaces the moves of a drag by DragStep, so the guest sees each

@@ -44,6 +44,9 @@ type Config struct {
 	// DragHold bounds how long a drag's end waits for the guest to act on
 	// it (device.endDrag); 0 takes DefaultDragHold.
 	DragHold time.Duration
+	// KeyWait bounds each wait for the guest to show it read a click
+	// before keys follow it (device.sealPointer); 0 takes DefaultKeyWait.
+	KeyWait time.Duration
 }
 
 // DefaultDragHold is the default bound of a drag's wait at its end: a
@@ -55,6 +58,11 @@ const DefaultDragStep = 30 * time.Millisecond
 
 // DefaultPressTimeout is the default bound of a drag's wait for its press.
 const DefaultPressTimeout = 500 * time.Millisecond
+
+// DefaultKeyWait is the default bound of each wait for the guest to read a
+// click before keys follow it: the tablet's reports were seen held back
+// more than a second right after a restore under TCG.
+const DefaultKeyWait = 2 * time.Second
 
 // Service drives desktops. Safe for concurrent use.
 type Service struct {
@@ -88,6 +96,9 @@ func New(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.DragHold <= 0 {
 		cfg.DragHold = DefaultDragHold
+	}
+	if cfg.KeyWait <= 0 {
+		cfg.KeyWait = DefaultKeyWait
 	}
 	s := &Service{mgr: cfg.Manager, screens: cfg.Screens, log: cfg.Logger, cfg: cfg, desks: map[string]*desk{}}
 	go s.watch(ctx)

@@ -316,7 +316,7 @@ func kinds(frames [][]desktop.InputEvent) string {
 }
 
 func TestKeysAfterAClickWaitForTheGuestToTakeIt(t *testing.T) {
-	h := newHarness(t, drive.Config{PressTimeout: 5 * time.Second})
+	h := newHarness(t, drive.Config{KeyWait: 5 * time.Second})
 	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
 	if err != nil || out.Err != nil {
 		t.Fatalf("run: %v / %v", err, out.Err)
@@ -354,7 +354,7 @@ func TestKeysAfterAClickWaitForTheGuestToTakeIt(t *testing.T) {
 }
 
 func TestKeysAfterAnUnseenClickGoOnWithAWarning(t *testing.T) {
-	h := newHarness(t, drive.Config{PressTimeout: 20 * time.Millisecond})
+	h := newHarness(t, drive.Config{KeyWait: 20 * time.Millisecond})
 	h.screen.Src.OnPoke(nil) // a guest that draws no pointer
 	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
 	if err != nil || out.Err != nil {

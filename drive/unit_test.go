@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"regexp"
 	"strings"
 	"testing"
@@ -203,6 +204,24 @@ func TestFitInside(t *testing.T) {
 	for _, c := range cases {
 		if w, h := fitInside(c.w, c.h, c.mw, c.mh); w != c.ww || h != c.wh {
 			t.Errorf("fitInside(%d, %d in %dx%d) = %dx%d, want %dx%d", c.w, c.h, c.mw, c.mh, w, h, c.ww, c.wh)
+		}
+	}
+}
+
+func TestPointerDrawnCountsOnlyASmallRedrawAtThePoint(t *testing.T) {
+	at := pointerDrawn(input.Point{X: 100, Y: 100})
+	for _, c := range []struct {
+		rects []image.Rectangle
+		want  bool
+	}{
+		{[]image.Rectangle{image.Rect(96, 96, 128, 128)}, true},                              // the cursor's tiles
+		{[]image.Rectangle{image.Rect(0, 0, 1280, 800)}, false},                              // a repaint around it
+		{[]image.Rectangle{image.Rect(600, 600, 632, 632)}, false},                           // a small redraw elsewhere
+		{[]image.Rectangle{image.Rect(0, 0, 1280, 800), image.Rect(80, 80, 112, 112)}, true}, // both
+		{nil, false},
+	} {
+		if got := at(c.rects); got != c.want {
+			t.Errorf("%v: %v, want %v", c.rects, got, c.want)
 		}
 	}
 }
