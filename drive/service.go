@@ -47,6 +47,9 @@ type Config struct {
 	// KeyWait bounds each wait for the guest to show it read a click
 	// before keys follow it (device.sealPointer); 0 takes DefaultKeyWait.
 	KeyWait time.Duration
+	// KeyReaction bounds the wait, after that, for the screen to react to
+	// the click; 0 takes DefaultReaction.
+	KeyReaction time.Duration
 }
 
 // DefaultDragHold is the default bound of a drag's wait at its end: a
@@ -99,6 +102,9 @@ func New(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.KeyWait <= 0 {
 		cfg.KeyWait = DefaultKeyWait
+	}
+	if cfg.KeyReaction <= 0 {
+		cfg.KeyReaction = DefaultReaction
 	}
 	s := &Service{mgr: cfg.Manager, screens: cfg.Screens, log: cfg.Logger, cfg: cfg, desks: map[string]*desk{}}
 	go s.watch(ctx)

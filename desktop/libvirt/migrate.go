@@ -24,6 +24,9 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 	if err := m.load(ctx, statePath, ignoreShared); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := qemuvm.PointTablet(ctx, m.monitor()); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	// Before the guest runs, so that stale agent output reaches hostd and
 	// not libvirt (drain.go).
 	if c := m.claimAgent(ctx); c != nil {

@@ -47,6 +47,9 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 	if err := qemuvm.Migrate(ctx, m.monitor(), mig); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := qemuvm.PointTablet(ctx, m.qmp); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	// The template was stopped when it was saved, so the clone arrives paused.
 	status, err := m.Status(ctx)
 	if err != nil {

@@ -519,3 +519,33 @@ func TestBakeShape(t *testing.T) {
 		t.Errorf("a bake's shape mismatches itself: %v", s.Mismatch(s))
 	}
 }
+
+func TestPointTabletMakesTheTabletCurrent(t *testing.T) {
+	mon := qemuvmtest.New()
+	mon.Reply("query-mice", []qemuvm.Mouse{
+		{Name: "QEMU PS/2 Mouse", Index: 0, Current: true},
+		{Name: "QEMU HID Tablet", Index: 1, Absolute: true},
+	})
+	mon.Reply("human-monitor-command", "")
+	if err := qemuvm.PointTablet(context.Background(), mon); err != nil {
+		t.Fatal(err)
+	}
+	cmds := mon.Commands()
+	if len(cmds) != 2 || cmds[1].Name != "human-monitor-command" || !strings.Contains(string(cmds[1].Args), `"mouse_set 1"`) {
+		t.Fatalf("commands %+v, want query-mice then mouse_set 1", cmds)
+	}
+
+	// Already current: nothing to do.
+	mon = qemuvmtest.New()
+	mon.Reply("query-mice", []qemuvm.Mouse{{Name: "QEMU HID Tablet", Index: 1, Absolute: true, Current: true}, {Name: "QEMU PS/2 Mouse"}})
+	if err := qemuvm.PointTablet(context.Background(), mon); err != nil || len(mon.Commands()) != 1 {
+		t.Errorf("tablet already current: %v, commands %v", err, mon.Names())
+	}
+
+	// No tablet: a device list this driver did not make.
+	mon = qemuvmtest.New()
+	mon.Reply("query-mice", []qemuvm.Mouse{{Name: "QEMU PS/2 Mouse", Current: true}})
+	if err := qemuvm.PointTablet(context.Background(), mon); !errors.Is(err, desktop.ErrMismatch) {
+		t.Errorf("no tablet: %v", err)
+	}
+}

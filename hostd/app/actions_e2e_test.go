@@ -42,9 +42,11 @@ const e2eToken = "wd_actions-e2e"
 const unicodeSample = "naïve café 日本語 🙂"
 
 type actionStack struct {
-	c   *client.Client
-	mgr *desktop.Manager
-	id  string
+	c    *client.Client
+	mgr  *desktop.Manager
+	drv  *qemu.Driver
+	snap string
+	id   string
 }
 
 func startActionStack(t *testing.T) *actionStack {
@@ -54,6 +56,13 @@ func startActionStack(t *testing.T) *actionStack {
 
 // startStackOn starts the in-process stack with one desktop of a flavor.
 func startStackOn(t *testing.T, flavor string) *actionStack {
+	t.Helper()
+	return startStackWith(t, flavor, 0)
+}
+
+// startStackWith starts it with a warm pool of pool machines, as hostd
+// serve keeps: creates then take a spawned QEMU and only restore into it.
+func startStackWith(t *testing.T, flavor string, pool int) *actionStack {
 	t.Helper()
 	baked := testenv.Snapshot(t, flavor)
 	log := testenv.Logger(t)
@@ -65,7 +74,7 @@ func startStackOn(t *testing.T, flavor string) *actionStack {
 	t.Cleanup(drv.Close)
 	mirrors := drive.NewMirrors(ctx, log)
 	lim := desktop.DefaultLimits()
-	lim.PoolSize = 0
+	lim.PoolSize = pool
 	mgr := desktop.NewManager(ctx, desktop.Config{
 		Driver: drv, Store: desktoptest.NewMemStore(), Catalog: baked.Catalog, Logger: log, Observer: mirrors, Limits: lim,
 	})
@@ -79,7 +88,15 @@ func startStackOn(t *testing.T, flavor string) *actionStack {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	s := &actionStack{c: client.New(hs.URL, e2eToken), mgr: mgr}
+	s := &actionStack{c: client.New(hs.URL, e2eToken), mgr: mgr, drv: drv, snap: baked.Snapshot.Name}
+	if pool > 0 {
+		if err := mgr.Warm(s.snap); err != nil {
+			t.Fatal(err)
+		}
+		if err := drv.WaitPool(s.ctx(t), s.snap, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	d, err := s.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
 	if err != nil {
@@ -97,11 +114,18 @@ func (s *actionStack) ctx(t *testing.T) context.Context {
 	return ctx
 }
 
-// actions runs a batch and fails the test if it fails.
+// actions runs a batch on the stack's desktop and fails the test if it
+// fails.
 func (s *actionStack) actions(t *testing.T, req api.ActionsRequest) api.ActionsResponse {
 	t.Helper()
+	return s.actionsOn(t, s.id, req)
+}
+
+// actionsOn runs a batch on a desktop and fails the test if it fails.
+func (s *actionStack) actionsOn(t *testing.T, id string, req api.ActionsRequest) api.ActionsResponse {
+	t.Helper()
 	start := time.Now()
-	resp, err := s.c.Actions(s.ctx(t), s.id, req)
+	resp, err := s.c.Actions(s.ctx(t), id, req)
 	if err != nil {
 		t.Fatalf("actions: %v (results %+v)", err, resp.Results)
 	}
