@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -42,23 +41,7 @@ func (e *env) actionSuite(ctx context.Context) error {
 	defer srv.Close()
 	url := srv.URL + "/v1/desktops/" + d.ID + "/actions"
 
-	post := func(body string) (api.ActionsResponse, time.Duration, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return api.ActionsResponse{}, 0, err
-		}
-		defer resp.Body.Close()
-		var out api.ActionsResponse
-		err = json.NewDecoder(resp.Body).Decode(&out)
-		took := time.Since(start)
-		if resp.StatusCode != http.StatusOK {
-			return out, took, fmt.Errorf("actions: HTTP %d: %+v", resp.StatusCode, out.Error)
-		}
-		return out, took, err
-	}
+	post := func(body string) (api.ActionsResponse, time.Duration, error) { return postBatch(ctx, url, token, body) }
 	move := func(i int) string {
 		return fmt.Sprintf(`{"actions":[{"action":"move","x":%d,"y":%d}]}`, 600+(i%2)*100, 600)
 	}
@@ -109,7 +92,7 @@ func (e *env) actionSuite(ctx context.Context) error {
 	e.res.dist("batch_overhead", &overhead)
 	e.progress("  batch with settled screenshot: total p50 %s, guest render p50 %s, overhead p50 %s",
 		total.Percentile(50), render.Percentile(50), overhead.Percentile(50))
-	return nil
+	return e.clickTypeSuite(ctx, srv.URL, token)
 }
 
 // controlRoundTrips sends one-move batches on the control WebSocket, one

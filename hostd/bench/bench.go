@@ -32,7 +32,10 @@ var Suites = []string{"create", "screenshot", "action", "density", "fork"}
 type Options struct {
 	Paths    config.Paths
 	Snapshot string
-	Suites   []string
+	// BrowserSnapshot is the browser image's snapshot, for the action
+	// suite's click-then-type on Chromium; absent makes those keys null.
+	BrowserSnapshot string
+	Suites          []string
 	// N is the number of samples per create method (cold boots: ColdN).
 	N, ColdN int
 	// K is the number of idle desktops of the density suite.

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// clickTypeSamples is the number of click-then-type batches on Chromium,
+// each on a fresh desktop.
+const clickTypeSamples = 8
+
+// clickTypeSuite measures what keys after a click cost on Chromium: the
+// time a batch of a click into the browser image's start page field and a
+// typed word waits for the guest (the pointer seen read, then the page's
+// reaction; the server's sync_ms), and the whole batch. It needs the
+// browser snapshot in the catalog; without it the keys are null.
+func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
+	snap, err := e.cat.Get(e.opts.BrowserSnapshot)
+	if err != nil {
+		e.res.null("click_type_sync_p50_ms", fmt.Sprintf("no %q snapshot (hostd image build --flavor browser; hostd snapshot bake --image browser)", e.opts.BrowserSnapshot))
+		return nil
+	}
+	if err := e.cat.Verify(snap); err != nil {
+		return err
+	}
+	var sync, total Dist
+	for i := 0; i < clickTypeSamples; i++ {
+		d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: snap.Name})
+		if err != nil {
+			return err
+		}
+		field, err := e.startPageField(ctx, d.ID)
+		if err == nil {
+			body := fmt.Sprintf(`{"actions":[{"action":"click","x":%d,"y":%d},{"action":"type","text":"bench%d"}]}`, field.X, field.Y, i)
+			var out api.ActionsResponse
+			var took time.Duration
+			out, took, err = postBatch(ctx, base+"/v1/desktops/"+d.ID+"/actions", token, body)
+			if err == nil {
+				sync.Add(time.Duration(out.SyncMs * float64(time.Millisecond)))
+				total.Add(took)
+				if len(out.Warnings) > 0 {
+					e.res.note("click_type: " + strings.Join(out.Warnings, "; "))
+				}
+			}
+		}
+		if derr := e.mgr.Delete(context.WithoutCancel(ctx), d.ID); err == nil {
+			err = derr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	e.res.dist("click_type_sync", &sync)
+	e.res.dist("click_type_total", &total)
+	e.progress("  click then type on Chromium: waited for the guest p50 %s, batch p50 %s", sync.Percentile(50), total.Percentile(50))
+	return nil
+}
+
+// startPageField finds the start page's text field on a new browser
+// desktop: the first row with a long white run (the page is not white).
+func (e *env) startPageField(ctx context.Context, id string) (image.Point, error) {
+	scr, ok := e.screens.Get(id)
+	if !ok {
+		return image.Point{}, fmt.Errorf("desktop %s has no screen", id)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitNonBlank(wctx, scr.Mirror); err != nil {
+		return image.Point{}, err
+	}
+	img, _ := scr.Mirror.Frame(nil)
+	if p, ok := whiteField(img, 100, 100); ok {
+		return p, nil
+	}
+	return image.Point{}, fmt.Errorf("desktop %s: no text field on the start page", id)
+}
+
+// whiteField returns a point inside the first white run of at least minRun
+// pixels at or below fromY.
+func whiteField(img *image.RGBA, fromY, minRun int) (image.Point, bool) {
+	b := img.Bounds()
+	for y := fromY; y < b.Max.Y; y++ {
+		run := 0
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if c := img.RGBAAt(x, y); c.R > 250 && c.G > 250 && c.B > 250 {
+				run++
+				continue
+			}
+			if run >= minRun {
+				return image.Pt(x-run/2, y+8), true
+			}
+			run = 0
+		}
+	}
+	return image.Point{}, false
+}
+
+// postBatch posts one batch and times the round trip.
+func postBatch(ctx context.Context, url, token, body string) (api.ActionsResponse, time.Duration, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return api.ActionsResponse{}, 0, err
+	}
+	defer resp.Body.Close()
+	var out api.ActionsResponse
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		return out, took, fmt.Errorf("actions: HTTP %d: %+v", resp.StatusCode, out.Error)
+	}
+	return out, took, err
+}
