@@ -27,47 +27,22 @@ type harness struct {
 	guest  *drivetest.Guest
 	screen *drivetest.Screen
 	id     string
+	f      *drivetest.Desktop
 }
 
 func newHarness(t *testing.T, cfg drive.Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	drv := desktoptest.NewFake()
-	guest := drivetest.NewGuest(drv)
-	cat, err := desktop.NewCatalog(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
-		t.Fatal(err)
-	}
-	lim := desktop.DefaultLimits()
-	lim.PoolSize = 0
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
-	t.Cleanup(mgr.Close)
-	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: "snap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	screen := drivetest.NewScreen(1280, 800)
-	cfg.Manager, cfg.Screens = mgr, &drivetest.Screens{Default: screen}
+	f := drivetest.NewDesktop(t)
+	cfg.Manager, cfg.Screens = f.Manager, f.Screens
 	if cfg.KeystrokeInterval == 0 {
 		cfg.KeystrokeInterval = time.Microsecond
 	}
-	h := &harness{t: t, mgr: mgr, svc: drive.New(ctx, cfg), guest: guest, screen: screen, id: d.ID}
-	screen.FollowInput(h.machine())
-	return h
+	return &harness{t: t, mgr: f.Manager, svc: drive.New(ctx, cfg), guest: f.Guest, screen: f.Screen, id: f.ID, f: f}
 }
 
-func (h *harness) machine() *desktoptest.FakeMachine {
-	h.t.Helper()
-	m, _, err := h.mgr.Machine(context.Background(), h.id, false)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return m.(*desktoptest.FakeMachine)
-}
+func (h *harness) machine() *desktoptest.FakeMachine { return h.f.Machine(h.t) }
 
 func (h *harness) run(b input.Batch) (drive.Outcome, error) {
 	req := drive.NewRequest(b)

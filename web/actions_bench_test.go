@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
@@ -25,28 +23,11 @@ import (
 // fake driver, with one running desktop whose screen is src.
 func benchServer(b *testing.B) (h http.Handler, id string, src *screenshottest.Source) {
 	b.Helper()
-	ctx := b.Context()
-	drv := desktoptest.NewFake()
-	cat, err := desktop.NewCatalog(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
-		b.Fatal(err)
-	}
-	lim := desktop.DefaultLimits()
-	lim.PoolSize = 0
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
-	b.Cleanup(mgr.Close)
-	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: "snap"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	scr := drivetest.NewScreen(1280, 800)
-	scr.Src.SetFrame(screenshottest.DesktopFrame(1280, 800, 1))
-	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: &drivetest.Screens{Default: scr}})
-	srv := web.New(web.Config{Manager: mgr, Token: "t", Drive: svc})
-	return srv.Handler(), d.ID, scr.Src
+	f := drivetest.NewDesktop(b)
+	f.Screen.Src.SetFrame(screenshottest.DesktopFrame(1280, 800, 1))
+	svc := drive.New(b.Context(), drive.Config{Manager: f.Manager, Screens: f.Screens})
+	srv := web.New(web.Config{Manager: f.Manager, Token: "t", Drive: svc})
+	return srv.Handler(), f.ID, f.Screen.Src
 }
 
 // runBench posts body b.N times and reports the latency distribution;

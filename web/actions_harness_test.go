@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
@@ -33,52 +32,22 @@ type actHarness struct {
 	src   *screenshottest.Source
 	srv   *httptest.Server
 	id    string
+	f     *drivetest.Desktop
 }
 
 func newActHarness(t *testing.T) *actHarness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	drv := desktoptest.NewFake()
-	guest := drivetest.NewGuest(drv)
-	cat, err := desktop.NewCatalog(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
-		t.Fatal(err)
-	}
-	lim := desktop.DefaultLimits()
-	lim.PoolSize = 0
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
-	t.Cleanup(mgr.Close)
-	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: "snap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	screen := drivetest.NewScreen(1280, 800)
-	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: &drivetest.Screens{Default: screen}, KeystrokeInterval: time.Microsecond})
-	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: actToken})
-	hs := httptest.NewServer(srv.Handler())
+	f := drivetest.NewDesktop(t)
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens, KeystrokeInterval: time.Microsecond})
+	hs := httptest.NewServer(web.New(web.Config{Manager: f.Manager, Drive: svc, Token: actToken}).Handler())
 	t.Cleanup(hs.Close)
-	h := &actHarness{t: t, mgr: mgr, guest: guest, src: screen.Src, srv: hs, id: d.ID}
-	m, _, err := mgr.Machine(ctx, d.ID, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	screen.FollowInput(m.(*desktoptest.FakeMachine))
-	return h
+	return &actHarness{t: t, mgr: f.Manager, guest: f.Guest, src: f.Screen.Src, srv: hs, id: f.ID, f: f}
 }
 
 // frames are the input frames the desktop's machine received.
-func (h *actHarness) frames() [][]desktop.InputEvent {
-	h.t.Helper()
-	m, _, err := h.mgr.Machine(context.Background(), h.id, false)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return m.(*desktoptest.FakeMachine).Inputs()
-}
+func (h *actHarness) frames() [][]desktop.InputEvent { return h.f.Machine(h.t).Inputs() }
 
 // do sends a request with the daemon token and returns status and body.
 func (h *actHarness) do(method, path string, body string, header ...string) (int, []byte) {

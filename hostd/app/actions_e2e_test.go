@@ -93,6 +93,10 @@ func startStackWith(t *testing.T, flavor string, pool int) *actionStack {
 		if err := mgr.Warm(s.snap); err != nil {
 			t.Fatal(err)
 		}
+		// The pool's machines outlive a Manager (hostd sweeps them at its
+		// next start); a test's go with it.
+		snap, _ := baked.Catalog.Get(s.snap)
+		t.Cleanup(func() { drv.Warm(snap, 0) })
 		if err := drv.WaitPool(s.ctx(t), s.snap, pool); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -115,6 +116,7 @@ func TestClickThenTypeLandsInChromium(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { s.c.DeleteDesktop(context.Background(), d.ID) })
 			word := fmt.Sprintf("w%05d", i)
 			start := time.Now()
 			switch mode {
