@@ -93,7 +93,7 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 	if buttonFrame(events) {
 		d.unread = true
 	}
-	batchOf(ctx).sent(d.counter(), move != nil && presses+releases == 0 && !hasKeys(events))
+	batchOf(ctx).sent(d.counter())
 	err = mach.SendInput(ctx, events)
 	d.s.poke(d.id)
 	return err

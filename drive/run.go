@@ -156,6 +156,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 		}
 	}
 	bctx, blog := withBatchLog(ctx)
+	opts.Starting = func(_ int, kind input.Kind) { blog.starting(kind) }
 	out.Result, out.Err = runner.Run(bctx, req.Batch, opts)
 	blog.mu.Lock()
 	out.SyncWait, out.Warnings = blog.sync, blog.warnings
@@ -167,30 +168,84 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	if out.Err != nil || !out.Result.Screenshot {
 		return out, nil
 	}
-	var reacted *bool
-	var reactionWait time.Duration
-	if react && req.Settle > 0 && req.SettleTimeout > 0 {
-		start := time.Now()
-		enough := beyondPointer
-		if bareMove {
-			enough = func([]image.Rectangle) bool { return true }
-		}
-		seen, err := waitDamage(ctx, scr, since, min(req.Reaction, req.SettleTimeout), enough)
-		if err != nil {
+	var r reaction
+	react = react && req.Settle > 0 && req.SettleTimeout > 0
+	if react {
+		var err error
+		if r, err = waitReaction(ctx, scr, since, min(req.Reaction, req.SettleTimeout), req.Settle, bareMove); err != nil {
 			out.Err = fmt.Errorf("trailing screenshot: wait for the screen to react: %w", err)
 			return out, nil
 		}
-		reacted, reactionWait = &seen, time.Since(start)
-		req.SettleTimeout -= reactionWait
+		req.SettleTimeout -= r.waited
 	}
-	pic, err := s.settleAndCapture(ctx, runner, scr, req, out.Space, out.Result.Zoom)
+	settled := req
+	if r.idle {
+		settled.Settle = 0 // quiet for settle_ms already
+	}
+	pic, err := s.settleAndCapture(ctx, runner, scr, settled, out.Space, out.Result.Zoom)
 	if err != nil {
 		out.Err = fmt.Errorf("trailing screenshot: %w", err)
 		return out, nil
 	}
-	pic.Reacted, pic.ReactionWait = reacted, reactionWait
+	if react {
+		pic.Reacted, pic.ReactionWait = &r.reacted, r.waited
+		if r.idle {
+			pic.Settle = &screenshot.Settle{Settled: true, Counter: r.counter, Changes: r.changes}
+		}
+	}
 	out.Picture = &pic
 	return out, nil
+}
+
+// reaction is how the wait for the screen to react to input ended.
+type reaction struct {
+	// reacted: the screen changed beyond the pointer's own redraw (any
+	// change after a bare move).
+	reacted bool
+	// idle: it did not, but the guest took the input (the screen changed)
+	// and then stayed quiet for the quiet period: nothing more is coming.
+	idle             bool
+	waited           time.Duration
+	counter, changes uint64
+}
+
+// waitReaction waits, at most bound, for the screen's reaction to input
+// sent when the change counter was since. It ends early when the guest has
+// visibly taken the input (the pointer redrawn) and the screen then stays
+// quiet for quiet: so an action that changes nothing (a click in an
+// already-focused terminal) costs what the quiet period did before, and
+// only a guest that has not even drawn the pointer yet is waited for.
+func waitReaction(ctx context.Context, scr Screen, since uint64, bound, quiet time.Duration, bareMove bool) (reaction, error) {
+	start := time.Now()
+	deadline := start.Add(bound)
+	src := scr.Source()
+	var last time.Time // when the screen last changed after since
+	seen := since
+	for {
+		counter, _ := src.Changed()
+		if counter > since {
+			rects, ok := scr.Damage(since)
+			if !ok || bareMove || beyondPointer(rects) {
+				return reaction{reacted: true, waited: time.Since(start), counter: counter, changes: counter - since}, nil
+			}
+			if counter != seen {
+				seen, last = counter, time.Now()
+			}
+			if time.Since(last) >= quiet {
+				return reaction{idle: true, waited: time.Since(start), counter: counter, changes: counter - since}, nil
+			}
+		}
+		wait := time.Until(deadline)
+		if !last.IsZero() {
+			wait = min(wait, time.Until(last.Add(quiet)))
+		}
+		if time.Until(deadline) <= 0 {
+			return reaction{waited: time.Since(start), counter: counter, changes: counter - since}, nil
+		}
+		if _, err := screenshot.WaitChanged(ctx, src, counter, max(wait, time.Millisecond)); err != nil {
+			return reaction{}, err
+		}
+	}
 }
 
 // check refuses what no front door should pass on.

@@ -39,6 +39,9 @@ func newHarness(t *testing.T, cfg drive.Config) *harness {
 	if cfg.KeystrokeInterval == 0 {
 		cfg.KeystrokeInterval = time.Microsecond
 	}
+	if cfg.KeyReaction == 0 {
+		cfg.KeyReaction = 20 * time.Millisecond // a click on the fake screen draws nothing to react with
+	}
 	return &harness{t: t, mgr: f.Manager, svc: drive.New(ctx, cfg), guest: f.Guest, screen: f.Screen, id: f.ID, f: f}
 }
 
@@ -351,23 +354,43 @@ func TestTheTrailingScreenshotWaitsForAReaction(t *testing.T) {
 	if err != nil || out.Err != nil {
 		t.Fatalf("run: %v / %v", err, out.Err)
 	}
+	if p := out.Picture; p == nil || p.Reacted == nil || *p.Reacted || p.ReactionWait >= time.Second {
+		t.Fatalf("a click that only moved the pointer: %s", reactionOf(p))
+	}
+	// Typing draws text: a reaction.
+	req.Batch = input.Batch{{Kind: input.KindKey, Chord: "a"}}
+	out, err = h.svc.Run(context.Background(), h.id, req)
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
 	if p := out.Picture; p == nil || p.Reacted == nil || !*p.Reacted {
-		t.Fatalf("picture %+v: want a reaction seen", p)
+		t.Fatalf("a key that drew text: %s", reactionOf(p))
 	}
 	// A screen that does not react: the wait ends at its bound and says so.
 	h.screen.Src.OnPoke(nil)
 	req.Reaction = 30 * time.Millisecond
+	req.Batch = input.Batch{{Kind: input.KindClick, At: at(10, 20)}}
 	out, err = h.svc.Run(context.Background(), h.id, req)
 	if err != nil || out.Err != nil {
 		t.Fatalf("run: %v / %v", err, out.Err)
 	}
 	if p := out.Picture; p == nil || p.Reacted == nil || *p.Reacted || p.ReactionWait < req.Reaction {
-		t.Fatalf("picture %+v: want no reaction after %s", p, req.Reaction)
+		t.Fatalf("a screen that never changed: %s, want no reaction after %s", reactionOf(p), req.Reaction)
 	}
 	// No input, no reaction wait.
 	req.Batch = input.Batch{{Kind: input.KindScreenshot}}
 	out, _ = h.svc.Run(context.Background(), h.id, req)
 	if p := out.Picture; p == nil || p.Reacted != nil {
-		t.Fatalf("picture %+v: want no reaction wait for a batch without input", p)
+		t.Fatalf("a batch without input: %s, want no reaction wait", reactionOf(p))
 	}
+}
+
+func reactionOf(p *drive.Picture) string {
+	switch {
+	case p == nil:
+		return "no picture"
+	case p.Reacted == nil:
+		return "no reaction wait"
+	}
+	return fmt.Sprintf("reacted %v after %s", *p.Reacted, p.ReactionWait)
 }

@@ -126,6 +126,9 @@ type RunOptions struct {
 	// for a zoom). The last one is left to the caller: see
 	// BatchResult.Screenshot.
 	Capture func(ctx context.Context, index int, region *Rect) error
+	// Starting, if set, is called as each action starts, before any of its
+	// frames is sent.
+	Starting func(index int, kind Kind)
 }
 
 // ActionStatus is how an action of a batch ended.
@@ -212,6 +215,9 @@ func (r *Runner) Run(ctx context.Context, batch Batch, opts RunOptions) (BatchRe
 		out := &res.Results[i]
 		err := ctx.Err()
 		if err == nil {
+			if opts.Starting != nil {
+				opts.Starting(i, s.action.Kind)
+			}
 			err = r.exec(ctx, i, i == len(steps)-1, s, opts, out)
 		}
 		out.Elapsed = r.now().Sub(t0)

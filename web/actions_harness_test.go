@@ -40,7 +40,9 @@ func newActHarness(t *testing.T) *actHarness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := drivetest.NewDesktop(t)
-	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens, KeystrokeInterval: time.Microsecond})
+	// A click on the fake screen draws nothing to react with: keys after one
+	// need not wait long for it.
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens, KeystrokeInterval: time.Microsecond, KeyReaction: 20 * time.Millisecond})
 	hs := httptest.NewServer(web.New(web.Config{Manager: f.Manager, Drive: svc, Token: actToken}).Handler())
 	t.Cleanup(hs.Close)
 	return &actHarness{t: t, mgr: f.Manager, guest: f.Guest, src: f.Screen.Src, srv: hs, id: f.ID, f: f}

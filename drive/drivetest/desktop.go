@@ -42,6 +42,11 @@ func NewDesktop(t testing.TB) *Desktop {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Wait out the clone's clock and identity setting, so tests see only
+	// the guest programs they cause.
+	if _, _, err := mgr.Machine(ctx, d.ID, true); err != nil {
+		t.Fatal(err)
+	}
 	screen := NewScreen(1280, 800)
 	f := &Desktop{Manager: mgr, Driver: drv, Guest: guest, Screen: screen, Screens: &Screens{Default: screen}, ID: d.ID}
 	screen.FollowInput(f.Machine(t))

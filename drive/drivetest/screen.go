@@ -6,21 +6,35 @@ import (
 	"context"
 	"errors"
 	"image"
+	"image/color"
 	"net"
 	"sync"
 
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/screenshot"
 	"github.com/warmdesk/warmdesk/screenshot/screenshottest"
 )
 
-// Screen is a drive.Screen over an in-memory framebuffer. It has no VNC
-// server, and it knows no damage areas: a drag's end does not wait on it.
+// Screen is a drive.Screen over an in-memory framebuffer, without a VNC
+// server. It keeps the areas changed through Draw (and FollowInput); any
+// other change (Src's own methods) makes the history unknown, as a VNC
+// mirror's does when it falls behind.
 type Screen struct {
 	Src  *screenshottest.Source
 	cap  *screenshot.Capturer
 	size image.Point
+
+	mu     sync.Mutex
+	damage []damage
+	// lost is the last counter whose change Draw did not make.
+	lost uint64
+}
+
+type damage struct {
+	counter uint64
+	rect    image.Rectangle
 }
 
 var _ drive.Screen = (*Screen)(nil)
@@ -58,23 +72,61 @@ func (s *Screen) Ready() <-chan struct{} {
 // Size is the framebuffer's size.
 func (s *Screen) Size() image.Point { return s.size }
 
-// Damage is unknown.
-func (s *Screen) Damage(since uint64) ([]image.Rectangle, bool) { return nil, false }
+// Draw changes an area of the screen and keeps it as damage.
+func (s *Screen) Draw(r image.Rectangle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.Src.Fill(r, image.NewUniform(color.RGBA{uint8(len(s.damage)), 0x80, 0x40, 0xff}))
+	s.damage = append(s.damage, damage{c, r})
+}
 
-// FollowInput makes the screen change once for each batch of input frames
-// that reached machine, when the service pokes it after sending them, as a
-// guest that draws its pointer into the framebuffer does.
+// Damage returns the areas drawn after counter since; ok is false when a
+// change not made by Draw happened after it.
+func (s *Screen) Damage(since uint64) ([]image.Rectangle, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.Src.Counter()
+	drawn := map[uint64]bool{}
+	var out []image.Rectangle
+	for _, d := range s.damage {
+		if d.counter > since {
+			out = append(out, d.rect)
+			drawn[d.counter] = true
+		}
+	}
+	for c := since + 1; c <= now; c++ {
+		if !drawn[c] {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// FollowInput makes the screen follow the input frames that reach
+// machine, when the service pokes it after sending them, as a guest does:
+// a move redraws the pointer (a small area at it), a key draws text (a
+// line: a reaction); button frames change nothing by themselves.
 func (s *Screen) FollowInput(machine *desktoptest.FakeMachine) {
 	var mu sync.Mutex
 	seen := 0
 	s.Src.OnPoke(func() {
-		n := len(machine.Inputs())
+		frames := machine.Inputs()
 		mu.Lock()
-		changed := n != seen
-		seen = n
+		news := frames[min(seen, len(frames)):]
+		seen = len(frames)
 		mu.Unlock()
-		if changed {
-			s.Src.Touch()
+		for _, f := range news {
+			for _, e := range f {
+				switch e.Kind {
+				case desktop.InputMove:
+					x, y := min(max(e.X, 0), s.size.X-16), min(max(e.Y, 0), s.size.Y-16)
+					s.Draw(image.Rect(x, y, x+16, y+16))
+				case desktop.InputKey:
+					if e.Down {
+						s.Draw(image.Rect(0, s.size.Y-20, s.size.X, s.size.Y))
+					}
+				}
+			}
 		}
 	})
 }
