@@ -28,8 +28,7 @@ type device struct {
 	justPressed bool      // the last pointer frame pressed a button
 	dragged     bool      // a move went out while a button was held
 	lastPointer time.Time // when the last pointer frame went out
-	// pressCounter is the mirror's counter when the last press went out,
-	// and pressAt where.
+	// pressCounter is the mirror's counter when the last press went out.
 	pressCounter uint64
 	// unread says a pointer button frame went out that the guest has not
 	// been seen to read: keys must wait for it (sealPointer).
@@ -39,15 +38,7 @@ type device struct {
 var _ input.Device = (*device)(nil)
 
 func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
-	// Input waits, like the guest agent's commands, until a new clone has
-	// its own clock and identity: a click sent before that (within about
-	// a second of a restore under TCG) was lost by Chromium 6 times in 8
-	// (docs/API.md, "Input right after a restore").
-	start := time.Now()
 	mach, dk, err := d.s.mgr.Machine(ctx, d.id, false)
-	if wait := time.Since(start); wait > time.Millisecond {
-		batchOf(ctx).waited(wait)
-	}
 	if err != nil {
 		return err
 	}
