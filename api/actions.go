@@ -204,3 +204,11 @@ type ControlReply struct {
 	// Counter is the screen's change counter, on screen.changed.
 	Counter uint64 `json:"counter,omitempty"`
 }
+
+// AnthropicFailure is the body of a failed POST
+// /v1/desktops/{id}/computer/anthropic: the error as everywhere, and the
+// tool_result (is_error) the agent can hand the model.
+type AnthropicFailure struct {
+	Error      ErrorBody                 `json:"error"`
+	ToolResult input.AnthropicToolResult `json:"tool_result"`
+}

@@ -117,12 +117,6 @@ func (o ComputerOptions) query(w, h string) string {
 	return "?" + q.Encode()
 }
 
-// AnthropicFailure is the body of a failed Anthropic call.
-type AnthropicFailure struct {
-	Error      api.ErrorBody             `json:"error"`
-	ToolResult input.AnthropicToolResult `json:"tool_result"`
-}
-
 // Anthropic sends the input of a computer tool_use block (or the whole
 // block) as the model emitted it and returns the tool_result to hand back.
 // On failure the tool_result (is_error) comes with the error.
@@ -130,7 +124,7 @@ func (c *Client) Anthropic(ctx context.Context, id string, body json.RawMessage,
 	var out json.RawMessage
 	err := c.postRaw(ctx, desktopPath(id, "/computer/anthropic")+o.query("display_width_px", "display_height_px"), body, &out)
 	if err != nil {
-		var f AnthropicFailure
+		var f api.AnthropicFailure
 		json.Unmarshal(out, &f)
 		return f.ToolResult, err
 	}

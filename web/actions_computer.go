@@ -25,13 +25,6 @@ import (
 // is scaled to it and coordinates are mapped back from it. Without one,
 // the space is the native screen.
 
-// anthropicFailure is the body of a failed Anthropic call: the error as
-// everywhere, and the tool_result (is_error) the agent can hand the model.
-type anthropicFailure struct {
-	Error      api.ErrorBody             `json:"error"`
-	ToolResult input.AnthropicToolResult `json:"tool_result"`
-}
-
 func (s *Server) postAnthropic(c *gin.Context) {
 	if !mayDrive(c) {
 		return
@@ -51,7 +44,7 @@ func (s *Server) postAnthropic(c *gin.Context) {
 	}
 	failed := func(call input.AnthropicCall, res input.BatchResult, err error) {
 		status, eb := errorOf(err)
-		c.AbortWithStatusJSON(status, anthropicFailure{Error: eb, ToolResult: input.NewAnthropicToolResult(toolUseID, call, res, err, nil)})
+		c.AbortWithStatusJSON(status, api.AnthropicFailure{Error: eb, ToolResult: input.NewAnthropicToolResult(toolUseID, call, res, err, nil)})
 	}
 	if err != nil {
 		failed(call, input.BatchResult{}, err)
