@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
 // Duration is a JSON duration: a Go duration string ("90s", "30m", "2h")
@@ -39,34 +41,36 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 
 // CreateDesktop is the body of POST /v1/desktops.
 type CreateDesktop struct {
-	Snapshot  string   `json:"snapshot"`
-	Name      string   `json:"name,omitempty"`
-	TTL       Duration `json:"ttl,omitempty"`
-	Network   bool     `json:"network,omitempty"`
-	CPUs      int      `json:"cpus,omitempty"`
-	MemoryMiB int      `json:"memory_mib,omitempty"`
-	DiskMiB   int      `json:"disk_mib,omitempty"`
+	Snapshot string   `json:"snapshot"`
+	Name     string   `json:"name,omitempty"`
+	TTL      Duration `json:"ttl,omitempty"`
+	// Network is the egress policy; true and false are accepted for
+	// open and none.
+	Network   netpolicy.Policy `json:"network"`
+	CPUs      int              `json:"cpus,omitempty"`
+	MemoryMiB int              `json:"memory_mib,omitempty"`
+	DiskMiB   int              `json:"disk_mib,omitempty"`
 }
 
 // Desktop is a desktop as the API shows it.
 type Desktop struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Snapshot   string     `json:"snapshot"`
-	State      string     `json:"state"`
-	Reason     string     `json:"reason,omitempty"`
-	CPUs       int        `json:"cpus"`
-	MemoryMiB  int        `json:"memory_mib"`
-	DiskMiB    int        `json:"disk_mib,omitempty"`
-	Network    bool       `json:"network"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt time.Time  `json:"last_used_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	ForkOf     string     `json:"fork_of,omitempty"`
-	Control    Control    `json:"control"`
-	Screen     *Screen    `json:"screen,omitempty"`
-	Driver     string     `json:"driver"`
-	URLs       URLs       `json:"urls"`
+	ID         string           `json:"id"`
+	Name       string           `json:"name"`
+	Snapshot   string           `json:"snapshot"`
+	State      string           `json:"state"`
+	Reason     string           `json:"reason,omitempty"`
+	CPUs       int              `json:"cpus"`
+	MemoryMiB  int              `json:"memory_mib"`
+	DiskMiB    int              `json:"disk_mib,omitempty"`
+	Network    netpolicy.Policy `json:"network"`
+	CreatedAt  time.Time        `json:"created_at"`
+	LastUsedAt time.Time        `json:"last_used_at"`
+	ExpiresAt  *time.Time       `json:"expires_at,omitempty"`
+	ForkOf     string           `json:"fork_of,omitempty"`
+	Control    Control          `json:"control"`
+	Screen     *Screen          `json:"screen,omitempty"`
+	Driver     string           `json:"driver"`
+	URLs       URLs             `json:"urls"`
 }
 
 // Control says who drives the desktop's input.

@@ -1,7 +1,8 @@
 // Package desktop is warmdesk's domain: a Desktop and its states, the
 // Manager that owns every desktop's lifetime, the Driver interface that real
 // hypervisor drivers implement, snapshot manifests, and the errors callers can
-// test for. It imports only the standard library.
+// test for. It imports only the standard library and netpolicy (the egress
+// policy a desktop records, itself standard library only).
 package desktop
 
 import (
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
 // State is where a desktop is in its life.
@@ -85,18 +88,18 @@ type Control struct {
 
 // Desktop is one desktop as the Manager records it.
 type Desktop struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Snapshot   string     `json:"snapshot"`
-	State      State      `json:"state"`
-	Reason     string     `json:"reason,omitempty"` // why it failed, when it did
-	Resources  Resources  `json:"resources"`
-	Network    bool       `json:"network"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt time.Time  `json:"last_used_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	ForkOf     string     `json:"fork_of,omitempty"`
-	Control    Control    `json:"control"`
+	ID         string           `json:"id"`
+	Name       string           `json:"name"`
+	Snapshot   string           `json:"snapshot"`
+	State      State            `json:"state"`
+	Reason     string           `json:"reason,omitempty"` // why it failed, when it did
+	Resources  Resources        `json:"resources"`
+	Network    netpolicy.Policy `json:"network"`
+	CreatedAt  time.Time        `json:"created_at"`
+	LastUsedAt time.Time        `json:"last_used_at"`
+	ExpiresAt  *time.Time       `json:"expires_at,omitempty"`
+	ForkOf     string           `json:"fork_of,omitempty"`
+	Control    Control          `json:"control"`
 	// Driver names the driver that runs it; Machine is that driver's record
 	// of the running machine, opaque to the Manager, enough to reattach
 	// after a restart or to clean up.

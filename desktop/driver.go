@@ -74,7 +74,6 @@ type RestoreSpec struct {
 	// Hibernated, when set, is the record a Hibernate returned: the machine
 	// wakes from its own full saved state instead of the snapshot's.
 	Hibernated json.RawMessage
-	Network    bool
 	DiskMiB    int
 }
 
@@ -113,6 +112,10 @@ type Machine interface {
 	Agent() GuestAgent
 	// DialVNC opens a new connection to the machine's VNC server.
 	DialVNC(ctx context.Context) (net.Conn, error)
+	// DialNIC opens the NIC's frame stream (QEMU's stream netdev framing:
+	// each Ethernet frame after its 4-byte big-endian length), for hostd's
+	// egress network. One peer at a time; a new one replaces a closed one.
+	DialNIC(ctx context.Context) (net.Conn, error)
 	// Pid is the hypervisor process id, for memory accounting.
 	Pid() int
 }

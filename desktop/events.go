@@ -16,6 +16,9 @@ const (
 	EventDeleted EventType = "desktop.deleted"
 	// EventAction: an agent's batch ran on the desktop (Summary says what).
 	EventAction EventType = "desktop.action"
+	// EventNetwork: the egress policy changed, or the guest made a
+	// connection (Summary says where, allowed or refused and why).
+	EventNetwork EventType = "desktop.network"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.

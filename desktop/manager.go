@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
 // Store keeps the Manager's records of desktops so that they survive a
@@ -27,6 +29,30 @@ type Observer interface {
 	MachineDown(id string)
 	// Forget: the desktop is deleted.
 	Forget(id string)
+}
+
+// Observers hear as one: each in order.
+type Observers []Observer
+
+// MachineUp tells each observer.
+func (os Observers) MachineUp(id string, m Machine) {
+	for _, o := range os {
+		o.MachineUp(id, m)
+	}
+}
+
+// MachineDown tells each observer.
+func (os Observers) MachineDown(id string) {
+	for _, o := range os {
+		o.MachineDown(id)
+	}
+}
+
+// Forget tells each observer.
+func (os Observers) Forget(id string) {
+	for _, o := range os {
+		o.Forget(id)
+	}
 }
 
 // Limits are the host-wide caps and the ranges of per-desktop values.
@@ -145,7 +171,9 @@ type CreateRequest struct {
 	Snapshot string        `json:"snapshot"`
 	Name     string        `json:"name,omitempty"`
 	TTL      time.Duration `json:"ttl,omitempty"`
-	Network  bool          `json:"network,omitempty"`
+	// Network is the egress policy (mode none, the default, reaches
+	// nothing); it can change while the desktop lives (SetNetwork).
+	Network netpolicy.Policy `json:"network"`
 	// CPUs and MemoryMiB, when given, must equal the snapshot's: a memory
 	// image restores only into a machine of its own shape.
 	CPUs      int `json:"cpus,omitempty"`
@@ -155,6 +183,9 @@ type CreateRequest struct {
 
 func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 	shape := snap.Manifest.Machine
+	if err := CheckNetwork(req.Network); err != nil {
+		return err
+	}
 	switch {
 	case req.Name != "":
 		if err := ValidName("desktop", req.Name); err != nil {
@@ -248,7 +279,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	now := m.now().UTC()
 	id := NewID("d-")
 	d := Desktop{
-		ID: id, Name: req.Name, Snapshot: snap.Name, State: StateCreating, Network: req.Network,
+		ID: id, Name: req.Name, Snapshot: snap.Name, State: StateCreating, Network: req.Network.Normalized(),
 		Resources: Resources{CPUs: snap.Manifest.Machine.CPUs, MemoryMiB: snap.Manifest.Machine.MemoryMiB, DiskMiB: req.DiskMiB},
 		CreatedAt: now, LastUsedAt: now, ForkOf: forkOf, Driver: m.drv.Name(),
 		Control: Control{Holder: ControlAgent, Since: now},
@@ -277,7 +308,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	// abort a restore half-way.
 	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
 	defer cancel()
-	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, Network: req.Network, DiskMiB: req.DiskMiB})
+	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: req.DiskMiB})
 	if err != nil {
 		m.forget(id)
 		m.store.DeleteDesktop(id)
@@ -523,6 +554,36 @@ func (m *Manager) SetControl(id string, holder Controller, by string) (Desktop, 
 	return d, nil
 }
 
+// SetNetwork replaces a desktop's egress policy. It applies to the guest's
+// next connection; a stopped or hibernated desktop keeps it for its wake.
+func (m *Manager) SetNetwork(id string, p netpolicy.Policy) (Desktop, error) {
+	if err := CheckNetwork(p); err != nil {
+		return Desktop{}, err
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.mu.Lock()
+	e.d.Network = p.Normalized()
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return Desktop{}, fmt.Errorf("record network policy: %w", err)
+	}
+	m.publish(EventNetwork, d)
+	return d, nil
+}
+
+// CheckNetwork checks an egress policy; the error is ErrInvalid and names
+// the entry at fault.
+func CheckNetwork(p netpolicy.Policy) error {
+	if _, err := netpolicy.Compile(p, nil); err != nil {
+		return fmt.Errorf("%w: network.%w", ErrInvalid, err)
+	}
+	return nil
+}
+
 // transition runs op on a desktop under its lock if the state allows the
 // move to target, then records the new state.
 func (m *Manager) transition(ctx context.Context, id, action string, target State, op func(e *entry) error) (Desktop, error) {
@@ -607,7 +668,7 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		}
 		rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
 		defer cancel()
-		mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Hibernated: d.Machine, Network: d.Network})
+		mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Hibernated: d.Machine})
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,9 @@ type MachineShape struct {
 	Width       int      `json:"width"`
 	Height      int      `json:"height"`
 	Devices     []string `json:"devices"` // the exact -device arguments, in order
+	// Netdev is the NIC's backend kind ("stream"); its state migrates with
+	// the machine, so a snapshot restores only with its own.
+	Netdev string `json:"netdev,omitempty"`
 }
 
 // ImageRef names the guest image a snapshot was booted from.
@@ -89,6 +92,13 @@ func (m MachineShape) Mismatch(host MachineShape) []string {
 	add("accelerator", m.Accel, host.Accel)
 	if host.Type != "" {
 		add("machine type", m.Type, host.Type)
+	}
+	if host.Netdev != "" && m.Netdev != host.Netdev {
+		baked := m.Netdev
+		if baked == "" {
+			baked = "user (QEMU's built-in NAT)"
+		}
+		diffs = append(diffs, fmt.Sprintf("NIC backend: baked with %s, this host uses %s: re-bake the snapshot", baked, host.Netdev))
 	}
 	if host.Devices != nil && !slices.Equal(m.Devices, host.Devices) {
 		diffs = append(diffs, fmt.Sprintf("device list: baked with %q, this host would use %q", m.Devices, host.Devices))

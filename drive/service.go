@@ -30,6 +30,9 @@ type Config struct {
 	Manager *desktop.Manager
 	// Screens finds each desktop's live screen (Mirrors in hostd).
 	Screens Screens
+	// Guests reaches ports inside guests (egress.Set in hostd); nil
+	// refuses DialPort.
+	Guests GuestDialer
 	Logger  *slog.Logger
 	// Limits bound each batch; zero fields take input's defaults.
 	Limits input.Limits

@@ -76,6 +76,7 @@ var basePackages = []string{
 	"xserver-xorg-core", "xserver-xorg-input-libinput", "x11-xserver-utils",
 	"openbox", "xterm",
 	"xdotool", "xclip", // the guest side of input: Unicode text, clipboard
+	"curl", "ca-certificates", // for agents and tests on a desktop with network
 	"qemu-guest-agent",
 	"fonts-dejavu-core", "fonts-wqy-microhei",
 }

@@ -16,6 +16,8 @@
 package netpolicy
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -43,6 +45,28 @@ type Policy struct {
 	// "pypi.example.org"), CIDRs or addresses ("203.0.113.0/24:443",
 	// "[2001:db8::/32]:443") and host services ("host:3000").
 	Allow []string `json:"allow,omitempty"`
+}
+
+// UnmarshalJSON reads a policy object, strictly, or the boolean older
+// clients and records send: true is open, false none.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "true":
+		*p = Policy{Mode: Open}
+		return nil
+	case "false", "null":
+		*p = Policy{Mode: None}
+		return nil
+	}
+	type plain Policy
+	var q plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&q); err != nil {
+		return &Error{"network", fmt.Sprintf("%v: give {\"mode\": \"none\"|\"allow\"|\"open\", \"allow\": [entries]}", err)}
+	}
+	*p = Policy(q)
+	return nil
 }
 
 // ErrInvalid classifies every error about a malformed policy.

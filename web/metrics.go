@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,9 @@ import (
 type Metrics struct {
 	reg    *prometheus.Registry
 	create prometheus.Histogram
+	flows  *prometheus.CounterVec
+	bytes  *prometheus.CounterVec
+	states *stateCollector
 }
 
 // NewMetrics registers the metrics; desktop counts and pool sizes are read
@@ -28,8 +32,32 @@ func NewMetrics(m *desktop.Manager) *Metrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
-	reg.MustRegister(mt.create, &stateCollector{m: m})
+	mt.flows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmdesk_egress_connections_total",
+		Help: "Connections guests opened, by verdict (allowed, refused).",
+	}, []string{"verdict"})
+	mt.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmdesk_egress_bytes_total",
+		Help: "Bytes carried for guests' allowed connections, by direction (out: from the guest).",
+	}, []string{"direction"})
+	mt.states = &stateCollector{}
+	mt.Watch(m)
+	reg.MustRegister(mt.create, mt.flows, mt.bytes, mt.states)
 	return mt
+}
+
+// Watch reads desktop counts and pool sizes from m (nil: none).
+func (mt *Metrics) Watch(m *desktop.Manager) { mt.states.mgr.Store(m) }
+
+// ObserveFlow counts one guest connection when it ends.
+func (mt *Metrics) ObserveFlow(allowed bool, sent, received int64) {
+	verdict := "refused"
+	if allowed {
+		verdict = "allowed"
+	}
+	mt.flows.WithLabelValues(verdict).Inc()
+	mt.bytes.WithLabelValues("out").Add(float64(sent))
+	mt.bytes.WithLabelValues("in").Add(float64(received))
 }
 
 // ObserveCreate records one create's latency.
@@ -45,7 +73,11 @@ var (
 	poolDesc     = prometheus.NewDesc("warmdesk_pool_ready", "Pre-spawned machines ready, by snapshot.", []string{"snapshot"}, nil)
 )
 
-type stateCollector struct{ m *desktop.Manager }
+// stateCollector reads desktop counts from the Manager it watches (none
+// until Watch, when metrics are made before the Manager).
+type stateCollector struct {
+	mgr atomic.Pointer[desktop.Manager]
+}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- desktopsDesc
@@ -53,21 +85,25 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.mgr.Load()
+	if m == nil {
+		return
+	}
 	counts := map[desktop.State]int{}
 	for _, s := range []desktop.State{desktop.StateCreating, desktop.StateRunning, desktop.StatePaused, desktop.StateHibernated, desktop.StateStopping, desktop.StateFailed} {
 		counts[s] = 0
 	}
-	for _, d := range c.m.List() {
+	for _, d := range m.List() {
 		counts[d.State]++
 	}
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(desktopsDesc, prometheus.GaugeValue, float64(n), string(s))
 	}
-	w, ok := c.m.Driver().(desktop.Warmer)
+	w, ok := m.Driver().(desktop.Warmer)
 	if !ok {
 		return
 	}
-	snaps, _, _ := c.m.Catalog().List()
+	snaps, _, _ := m.Catalog().List()
 	for _, s := range snaps {
 		if !s.Manifest.Ephemeral {
 			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(w.PoolSize(s.Name)), s.Name)

@@ -72,6 +72,7 @@ func New(cfg Config) *Server {
 	v1.DELETE("/snapshots/:name", s.deleteSnapshot)
 	v1.GET("/events", s.eventStream)
 	s.actionRoutes(v1)
+	s.networkRoutes(v1)
 	s.engine.GET("/metrics", s.auth, gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -396,6 +397,20 @@ func (m *FakeMachine) DialVNC(ctx context.Context) (net.Conn, error) {
 	}
 	client, server := net.Pipe()
 	go m.serveRFB(server)
+	return client, nil
+}
+
+// DialNIC gives a stream that swallows frames: a NIC with no guest network
+// stack behind it (the fake has no guest).
+func (m *FakeMachine) DialNIC(ctx context.Context) (net.Conn, error) {
+	if err := m.alive(); err != nil {
+		return nil, err
+	}
+	client, server := net.Pipe()
+	go func() {
+		io.Copy(io.Discard, server)
+		server.Close()
+	}()
 	return client, nil
 }
 

@@ -44,8 +44,8 @@ type DomainConfig struct {
 	Disk   string
 	// VNC and Console are unix socket paths in the machine's 0700 run
 	// directory; ConsoleLog receives the guest's serial console.
-	VNC, Console, ConsoleLog string
-	Network                  bool
+	// NIC is the unix socket QEMU serves the NIC's frames on (egress).
+	VNC, Console, ConsoleLog, NIC string
 	// Incoming starts QEMU waiting for migrate-incoming.
 	Incoming bool
 }
@@ -75,15 +75,14 @@ func CheckDevices(s desktop.MachineShape) error {
 //     second -machine memory-backend= that overrides libvirt's own backend
 //     (libvirt's stays unused, so it is neither touched nor migrated);
 //   - -incoming defer, so hostd drives the restore over QMP;
-//   - the NIC when there is no network: libvirt has no way to ask for a
-//     user-mode network with restrict=on (a NIC that reaches nothing).
+//   - the NIC: its backend is a stream socket served to hostd's egress
+//     network, which libvirt's interface types cannot express.
 func DomainXML(c DomainConfig) ([]byte, error) {
 	s := c.Shape
 	if err := CheckDevices(s); err != nil {
 		return nil, err
 	}
 	nic := deviceWithDriver(s.Devices, "virtio-net-pci")
-	mac := deviceProp(nic, "mac")
 	typ := "qemu" // TCG
 	cpu := cpuXML{Mode: "maximum", Check: "none"}
 	switch s.Accel {
@@ -164,13 +163,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		Address: pci(1),
 	}}
 	dev.Memballoon = &memballoonXML{Model: "none"} // a balloon would punch holes in the shared memory file
-	if c.Network {
-		dev.Interfaces = []interfaceXML{{
-			Type: "user", MAC: &macXML{Address: mac}, Model: &modelTypeXML{Type: "virtio"}, Address: pci(5),
-		}}
-	} else {
-		args = append(args, "-netdev", qemuvm.Netdev(false), "-device", nic)
-	}
+	args = append(args, "-netdev", qemuvm.Netdev(c.NIC), "-device", nic)
 	if c.Incoming {
 		args = append(args, "-incoming", "defer")
 	}
@@ -290,7 +283,6 @@ type devicesXML struct {
 	Emulator    string          `xml:"emulator"`
 	Disks       []diskXML       `xml:"disk"`
 	Controllers []controllerXML `xml:"controller"`
-	Interfaces  []interfaceXML  `xml:"interface"`
 	Serials     []serialXML     `xml:"serial"`
 	Channels    []serialXML     `xml:"channel"`
 	Inputs      []inputXML      `xml:"input"`
@@ -339,21 +331,6 @@ type controllerXML struct {
 	Index   int         `xml:"index,attr"`
 	Model   string      `xml:"model,attr,omitempty"`
 	Address *addressXML `xml:"address"`
-}
-
-type interfaceXML struct {
-	Type    string        `xml:"type,attr"`
-	MAC     *macXML       `xml:"mac"`
-	Model   *modelTypeXML `xml:"model"`
-	Address *addressXML   `xml:"address"`
-}
-
-type macXML struct {
-	Address string `xml:"address,attr"`
-}
-
-type modelTypeXML struct {
-	Type string `xml:"type,attr"`
 }
 
 type modelNameXML struct {

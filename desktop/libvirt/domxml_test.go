@@ -29,7 +29,7 @@ func cloneConfig() DomainConfig {
 		Emulator: "/usr/bin/qemu-system-x86_64", Shape: testShape(),
 		Memory: qemuvm.Memory{Path: "/snap/minimal/memory"},
 		Disk:   "/var/w/d-1/disk-0.qcow2",
-		VNC:    "/run/w/d-1/vnc.sock", Console: "/run/w/d-1/console.sock", ConsoleLog: "/var/w/d-1/console.log",
+		VNC:    "/run/w/d-1/vnc.sock", Console: "/run/w/d-1/console.sock", ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock",
 		Incoming: true,
 	}
 }
@@ -64,12 +64,6 @@ func TestDomainXMLGoldenClone(t *testing.T) {
 	golden(t, "clone.xml", mustXML(t, cloneConfig()))
 }
 
-func TestDomainXMLGoldenCloneWithNetwork(t *testing.T) {
-	c := cloneConfig()
-	c.Network = true
-	golden(t, "clone-network.xml", mustXML(t, c))
-}
-
 func TestDomainXMLGoldenBake(t *testing.T) {
 	golden(t, "bake.xml", mustXML(t, DomainConfig{
 		Name: "warmdesk-bake-1", UUID: "0f6e1a56-35a4-4a3c-9a43-2b7b1b1d0c11",
@@ -78,7 +72,7 @@ func TestDomainXMLGoldenBake(t *testing.T) {
 		Memory: qemuvm.Memory{Path: "/snap/.draft-minimal/memory", Share: true},
 		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2",
-		VNC:    "/run/w/bake-1/vnc.sock", Console: "/run/w/bake-1/console.sock", ConsoleLog: "/var/w/bake-1/console.log",
+		VNC:    "/run/w/bake-1/vnc.sock", Console: "/run/w/bake-1/console.sock", ConsoleLog: "/var/w/bake-1/console.log", NIC: "/run/w/bake-1/nic.sock",
 	}))
 }
 
@@ -107,22 +101,21 @@ func commandline(t *testing.T, b []byte) []string {
 	return out
 }
 
-func TestNoNetworkMeansARestrictedNIC(t *testing.T) {
-	args := strings.Join(commandline(t, mustXML(t, cloneConfig())), " ")
-	if !strings.Contains(args, "-netdev user,id=hostnet0,restrict=on") {
-		t.Errorf("no restricted netdev on the command line: %s", args)
+// The NIC's backend is the egress stream socket in the machine's run
+// directory, on the command line (libvirt's interfaces cannot express it),
+// and libvirt adds no interface of its own.
+func TestNICIsTheEgressStream(t *testing.T) {
+	c := cloneConfig()
+	b := mustXML(t, c)
+	args := strings.Join(commandline(t, b), " ")
+	if !strings.Contains(args, "-netdev "+qemuvm.Netdev(c.NIC)) || !strings.Contains(c.NIC, "nic.sock") {
+		t.Errorf("no stream netdev on %s in the command line: %s", c.NIC, args)
 	}
 	if !strings.Contains(args, "-device "+deviceWithDriver(testShape().Devices, "virtio-net-pci")) {
 		t.Errorf("the NIC is not the QEMU driver's: %s", args)
 	}
-	c := cloneConfig()
-	c.Network = true
-	b := mustXML(t, c)
-	if strings.Contains(strings.Join(commandline(t, b), " "), "-netdev") {
-		t.Errorf("network asked, yet the NIC is still on the command line")
-	}
-	if !strings.Contains(string(b), "<interface type=\"user\">") {
-		t.Errorf("network asked, no user interface:\n%s", b)
+	if strings.Contains(string(b), "<interface") {
+		t.Errorf("libvirt was given an interface of its own:\n%s", b)
 	}
 }
 

@@ -207,7 +207,7 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 		Name: rec.Domain, UUID: rec.UUID, Meta: Meta{ID: rec.ID, Role: s.role},
 		Emulator: d.emulator, Shape: rec.Shape, Memory: s.memory, Boot: s.boot, Disk: rec.Disk,
 		VNC: rec.Path("vnc.sock"), Console: rec.Path("console.sock"), ConsoleLog: rec.Path("console.log"),
-		Network: rec.Network, Incoming: s.incoming,
+		NIC: rec.Path(qemuvm.NICSocket), Incoming: s.incoming,
 	})
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	if err != nil {
 		return nil, err
 	}
-	rec.Snapshot, rec.Shape, rec.Network = s.Name, s.Manifest.Machine, spec.Network
+	rec.Snapshot, rec.Shape = s.Name, s.Manifest.Machine
 	rec.Disk = rec.Path("disk-0.qcow2")
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
 		rec.Remove()

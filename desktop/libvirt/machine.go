@@ -36,8 +36,7 @@ type record struct {
 	Disk string `json:"disk"`
 	// Frozen is a layer frozen into a snapshot that is not committed yet;
 	// the top overlay names it by this path until AdoptSnapshot.
-	Frozen  string `json:"frozen,omitempty"`
-	Network bool   `json:"network"`
+	Frozen string `json:"frozen,omitempty"`
 	// Template machines (from Boot) must never resume after their snapshot.
 	Template bool `json:"template,omitempty"`
 	// Hibernated machines have no domain; their full state is in
@@ -220,6 +219,13 @@ func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
 	rec := m.record()
 	return d.DialContext(ctx, "unix", rec.Path("vnc.sock"))
+}
+
+// DialNIC connects to the NIC's stream: the guest's Ethernet frames.
+func (m *Machine) DialNIC(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	rec := m.record()
+	return d.DialContext(ctx, "unix", rec.Path(qemuvm.NICSocket))
 }
 
 // state is the domain's libvirt state.

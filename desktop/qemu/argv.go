@@ -22,7 +22,8 @@ type Config struct {
 	Console   string // unix socket path the serial console is served on
 	// ConsoleLog receives everything the guest prints on its console.
 	ConsoleLog string
-	Network    bool
+	// NIC is the unix socket path QEMU serves the NIC's frames on.
+	NIC string
 	// Incoming starts QEMU waiting for migrate-incoming.
 	Incoming bool
 	// Sandbox turns on QEMU's seccomp sandbox with every deny option.
@@ -55,9 +56,9 @@ func Argv(c Config) []string {
 		"-blockdev", "driver=qcow2,node-name="+qemuvm.DiskNodeID+",discard=unmap,file.driver=file,file.filename="+qemuvm.Escape(c.Disk),
 		"-chardev", "socket,id="+qemuvm.AgentCharID+",path="+qemuvm.Escape(c.Agent)+",server=on,wait=off",
 		"-chardev", "socket,id="+qemuvm.SerialCharID+",path="+qemuvm.Escape(c.Console)+",server=on,wait=off,logfile="+qemuvm.Escape(c.ConsoleLog)+",logappend=on",
-		// Without network the NIC's backend is restricted: the guest reaches
-		// nothing, not even the host.
-		"-netdev", qemuvm.Netdev(c.Network),
+		// The NIC's only backend is a socket hostd's egress network serves:
+		// whatever the guest's policy, nothing else carries its packets.
+		"-netdev", qemuvm.Netdev(c.NIC),
 	)
 	for _, d := range s.Devices {
 		a = append(a, "-device", d)

@@ -53,7 +53,7 @@ func TestArgvGoldenClone(t *testing.T) {
 		Memory: qemuvm.Memory{Path: "/snap/minimal/memory", Share: false},
 		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
 		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
-		ConsoleLog: "/var/w/d-1/console.log", Sandbox: true, Incoming: true, Network: true,
+		ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
 	}))
 }
 
@@ -77,7 +77,7 @@ func TestCloneDevicesEqualBakeDevices(t *testing.T) {
 		return out
 	}
 	bake := Argv(Config{Shape: testShape(), Boot: &qemuvm.Boot{}, Memory: qemuvm.Memory{Path: "/a", Share: true}})
-	clone := Argv(Config{Shape: testShape(), Memory: qemuvm.Memory{Path: "/b"}, Incoming: true, Network: true})
+	clone := Argv(Config{Shape: testShape(), Memory: qemuvm.Memory{Path: "/b"}, Incoming: true, NIC: "/run/x/nic.sock"})
 	if strings.Join(devices(bake), "|") != strings.Join(devices(clone), "|") {
 		t.Errorf("devices differ:\n%v\n%v", devices(bake), devices(clone))
 	}

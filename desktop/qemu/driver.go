@@ -164,7 +164,7 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 		Agent:      rec.Path("qga.sock"),
 		Console:    rec.Path("console.sock"),
 		ConsoleLog: rec.Path("console.log"),
-		Network:    rec.Network,
+		NIC:        rec.Path(qemuvm.NICSocket),
 		Sandbox:    !d.opts.NoSandbox,
 	}
 	custom(&cfg)
@@ -285,13 +285,10 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	if err := d.checkSnapshot(spec.Snapshot); err != nil {
 		return nil, err
 	}
-	var m *Machine
-	if !spec.Network {
-		m = d.pool.take(spec.Snapshot)
-	}
+	m := d.pool.take(spec.Snapshot)
 	if m == nil {
 		var err error
-		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot, spec.Network); err != nil {
+		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot); err != nil {
 			return nil, err
 		}
 	}
@@ -324,14 +321,14 @@ func (d *Driver) refillAfter(id string) {
 }
 
 // spawnClone starts QEMU for a clone of s, waiting for migrate-incoming.
-func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot, network bool) (*Machine, error) {
+func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot) (*Machine, error) {
 	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
 	rec := record{
 		ID: id, Dirs: dirs, Snapshot: s.Name,
-		Shape: s.Manifest.Machine, Disk: dirs.Path("disk-0.qcow2"), DiskNode: qemuvm.DiskNodeID, Network: network,
+		Shape: s.Manifest.Machine, Disk: dirs.Path("disk-0.qcow2"), DiskNode: qemuvm.DiskNodeID,
 	}
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
 		rec.Remove()

@@ -32,8 +32,7 @@ type record struct {
 	DiskNode string `json:"disk_node"`
 	// Frozen is a layer frozen into a snapshot that is not committed yet;
 	// the top overlay names it by this path until AdoptSnapshot.
-	Frozen  string `json:"frozen,omitempty"`
-	Network bool   `json:"network"`
+	Frozen string `json:"frozen,omitempty"`
 	// Template machines (from Boot) must never resume after their snapshot.
 	Template bool `json:"template,omitempty"`
 	// Memory is a template's RAM file (on tmpfs) until its snapshot is saved.
@@ -91,6 +90,11 @@ func (m *Machine) Agent() desktop.GuestAgent { return m.agent }
 // DialVNC connects to QEMU's VNC server.
 func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
 	return dialUnix(ctx, m.rec.Path("vnc.sock"))
+}
+
+// DialNIC connects to the NIC's stream: the guest's Ethernet frames.
+func (m *Machine) DialNIC(ctx context.Context) (net.Conn, error) {
+	return dialUnix(ctx, m.rec.Path(qemuvm.NICSocket))
 }
 
 // Pause stops the guest's CPUs; its RAM stays.

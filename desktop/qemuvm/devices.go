@@ -96,16 +96,22 @@ func MemoryObject(mem Memory, mib int) string {
 	return "memory-backend-file,id=" + MemoryBackendID + ",size=" + size + ",mem-path=" + Escape(mem.Path) + ",share=" + share
 }
 
-// Netdev is the -netdev value of the NIC's backend: a user-mode network
-// that, without network, is restricted (the guest has a NIC but reaches
-// nothing, not even the host).
-func Netdev(network bool) string {
-	restrict := "on"
-	if network {
-		restrict = "off"
-	}
-	return "user,id=" + NetdevID + ",restrict=" + restrict
+// NetdevKind is the NIC backend every machine has, recorded in snapshot
+// shapes: a backend's state is part of the migration stream, so a snapshot
+// restores only with the backend it was baked with.
+const NetdevKind = "stream"
+
+// Netdev is the -netdev value of the NIC's backend: a stream socket QEMU
+// listens on at path, carrying the guest's Ethernet frames to hostd's
+// egress network (package egress), which is the guest's only way out.
+// Until hostd connects, the link is down and frames go nowhere.
+func Netdev(path string) string {
+	return "stream,id=" + NetdevID + ",server=on,addr.type=unix,addr.path=" + Escape(path)
 }
+
+// NICSocket is the file name of the NIC's stream socket in a machine's
+// run directory.
+const NICSocket = "nic.sock"
 
 // Escape doubles commas, QEMU's escape inside an option value.
 func Escape(v string) string { return strings.ReplaceAll(v, ",", ",,") }

@@ -267,11 +267,8 @@ func TestMemoryObject(t *testing.T) {
 			t.Errorf("%+v: %s, want %s", tc.mem, got, tc.want)
 		}
 	}
-	if got := qemuvm.Netdev(false); got != "user,id=hostnet0,restrict=on" {
-		t.Errorf("no network: %s", got)
-	}
-	if got := qemuvm.Netdev(true); got != "user,id=hostnet0,restrict=off" {
-		t.Errorf("network: %s", got)
+	if got := qemuvm.Netdev("/run/a,b/nic.sock"); got != "stream,id=hostnet0,server=on,addr.type=unix,addr.path=/run/a,,b/nic.sock" {
+		t.Errorf("netdev: %s", got)
 	}
 }
 

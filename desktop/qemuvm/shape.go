@@ -39,7 +39,7 @@ func ProbeShape(ctx context.Context, p Probe) (desktop.MachineShape, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var s desktop.MachineShape
+	s := desktop.MachineShape{Netdev: NetdevKind}
 	out, err := exec.CommandContext(ctx, p.Binary, "-version").Output()
 	if err != nil {
 		return s, fmt.Errorf("qemu -version: %w", err)

@@ -19,8 +19,10 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -33,9 +35,11 @@ type App struct {
 	Store   *store.Store
 	Manager *desktop.Manager
 	Mirrors *drive.Mirrors
-	Drive   *drive.Service
-	Web     *web.Server
-	Token   string
+	// Networks are the guests' egress networks.
+	Networks *egress.Set
+	Drive    *drive.Service
+	Web      *web.Server
+	Token    string
 	// NewToken is set when the token was made at this start.
 	NewToken bool
 }
@@ -65,15 +69,29 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
-	a.Manager = desktop.NewManager(ctx, desktop.Config{
-		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits, Observer: a.Mirrors,
+	metrics := web.NewMetrics(nil)
+	a.Networks = egress.NewSet(egress.SetConfig{
+		Policy: func(id string) (netpolicy.Policy, error) {
+			d, err := a.Manager.Get(id)
+			return d.Network, err
+		},
+		OnFlow: func(id string, f egress.Flow) {
+			metrics.ObserveFlow(f.Allowed, f.Sent, f.Received)
+			a.Manager.Announce(id, desktop.EventNetwork, egress.Describe(f))
+		},
+		Logger: log,
 	})
+	a.Manager = desktop.NewManager(ctx, desktop.Config{
+		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
+		Observer: desktop.Observers{a.Mirrors, a.Networks},
+	})
+	metrics.Watch(a.Manager)
 	if err := a.Manager.Recover(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
-	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Logger: log})
-	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log})
+	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
+	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics})
 	return a, nil
 }
 
@@ -81,6 +99,9 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 func (a *App) Close() {
 	if a.Manager != nil {
 		a.Manager.Close()
+	}
+	if a.Networks != nil {
+		a.Networks.Close()
 	}
 	if c, ok := a.Driver.(Closer); ok {
 		c.Close()

@@ -39,7 +39,7 @@ func commands() map[string]command {
 		"serve":    {"run the daemon: desktops over HTTP and WebSocket", cmdServe},
 		"image":    {"build, list and remove guest images (image build|list|rm|prune)", cmdImage},
 		"snapshot": {"bake, list, verify and remove golden snapshots (snapshot bake|list|verify|rm)", cmdSnapshot},
-		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot)", cmdDesktop},
+		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot|network)", cmdDesktop},
 		"bench":    {"measure create, screenshot, action, density and fork beside cold boot, full restore and libvirt", cmdBench},
 		"version":  {"print the version", cmdVersion},
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
 func cmdDesktop(ctx context.Context, e *env, args []string) error {
@@ -24,6 +27,7 @@ func cmdDesktop(ctx context.Context, e *env, args []string) error {
 		"wake":      desktopOp("wake"),
 		"fork":      desktopFork,
 		"snapshot":  desktopSnapshot,
+		"network":   desktopNetwork,
 	})
 }
 
@@ -68,7 +72,7 @@ func desktopCreate(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&req.Snapshot, "snapshot", "minimal", "snapshot to restore")
 		fs.StringVar(&req.Name, "name", "", "desktop name")
 		fs.DurationVar(&ttl, "ttl", 0, "delete the desktop after this long (0: never)")
-		fs.BoolVar(&req.Network, "network", false, "give the desktop network access (user-mode NAT)")
+		policyFlags(fs, &req.Network)
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
 	if err != nil {
@@ -85,6 +89,48 @@ func desktopCreate(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "created in %s\n", time.Since(start).Round(time.Millisecond))
 	return printDesktops(e, []api.Desktop{d}, false)
+}
+
+// policyFlags reads an egress policy from --network and repeated --allow.
+func policyFlags(fs *flagSet, p *netpolicy.Policy) {
+	fs.Func("network", "egress policy: none (default), allow (only --allow entries) or open (public addresses)", func(v string) error {
+		p.Mode = netpolicy.Mode(v)
+		return nil
+	})
+	fs.Func("allow", "an allowed destination (repeat): *.example.com:443, 203.0.113.0/24, host:3000; implies --network allow", func(v string) error {
+		p.Allow = append(p.Allow, v)
+		if p.Mode == "" {
+			p.Mode = netpolicy.Allow
+		}
+		return nil
+	})
+}
+
+// desktopNetwork shows a desktop's egress policy, or replaces it when
+// --network or --allow is given.
+func desktopNetwork(ctx context.Context, e *env, args []string) error {
+	var p netpolicy.Policy
+	pos, c, err := connect(e, "network", args, func(fs *flagSet) { policyFlags(fs, &p) })
+	if err != nil {
+		return err
+	}
+	id, err := oneID(pos)
+	if err != nil {
+		return err
+	}
+	path := "/v1/desktops/" + url.PathEscape(id) + "/network"
+	var got netpolicy.Policy
+	if p.Mode == "" {
+		err = c.Do(ctx, http.MethodGet, path, nil, &got)
+	} else {
+		err = c.Do(ctx, http.MethodPut, path, p, &got)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(got)
 }
 
 func desktopList(ctx context.Context, e *env, args []string) error {
