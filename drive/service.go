@@ -33,7 +33,7 @@ type Config struct {
 	// Guests reaches ports inside guests (egress.Set in hostd); nil
 	// refuses DialPort.
 	Guests GuestDialer
-	Logger  *slog.Logger
+	Logger *slog.Logger
 	// Limits bound each batch; zero fields take input's defaults.
 	Limits input.Limits
 	// KeystrokeInterval is the typing rate; 0 takes input's default.
