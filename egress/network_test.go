@@ -12,91 +12,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
-	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
+	"github.com/warmdesk/warmdesk/egress/egresstest"
 	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
-// A guest for these tests is a second gVisor stack at 10.0.2.15 behind a
-// unix socketpair carrying QEMU's stream framing: the same frames a
-// virtio NIC's stream netdev carries, without a VM.
-type guest struct {
-	s *stack.Stack
-}
-
-func newGuest(t *testing.T, conn net.Conn) *guest {
-	t.Helper()
-	s := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
-	})
-	ep := channel.New(256, mtu, tcpip.LinkAddress("\x52\x54\x00\x77\x64\x01"))
-	if err := s.CreateNIC(1, ethernet.New(ep)); err != nil {
-		t.Fatal(err)
-	}
-	s.AddProtocolAddress(1, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(GuestAddr.As4()), PrefixLen: 24}}, stack.AddressProperties{})
-	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4(GatewayAddr.As4()), NIC: 1}})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		w := bufio.NewWriter(conn)
-		for {
-			pkt := ep.ReadContext(ctx)
-			if pkt == nil {
-				return
-			}
-			v := pkt.ToView()
-			pkt.DecRef()
-			binary.Write(w, binary.BigEndian, uint32(v.Size()))
-			w.Write(v.AsSlice())
-			v.Release()
-			if ep.NumQueued() == 0 && w.Flush() != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		readFrames(conn, func(b []byte) {
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(b)})
-			ep.InjectInbound(0, pkt)
-			pkt.DecRef()
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		conn.Close()
-		s.Close()
-		ep.Close()
-		wg.Wait()
-	})
-	return &guest{s: s}
-}
+// A guest for these tests is egresstest's: a second gVisor stack behind a
+// socketpair with QEMU's stream framing.
+type guest struct{ *egresstest.Guest }
 
 func (g *guest) dial(ctx context.Context, addr netip.Addr, port int) (net.Conn, error) {
-	return gonet.DialContextTCP(ctx, g.s, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(addr.As4()), Port: uint16(port)}, ipv4.ProtocolNumber)
+	return g.Dial(ctx, netip.AddrPortFrom(addr, uint16(port)))
 }
 
 // get fetches a path from addr:port as an HTTP client in the guest would.
@@ -123,7 +56,7 @@ func (g *guest) get(t *testing.T, addr netip.Addr, port int, host string) (int, 
 // resolve asks the network's DNS server from inside the guest.
 func (g *guest) resolve(t *testing.T, name string) (dnsmessage.RCode, []netip.Addr) {
 	t.Helper()
-	c, err := gonet.DialUDP(g.s, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(DNSAddr.As4()), Port: 53}, ipv4.ProtocolNumber)
+	c, err := g.DialUDP(netip.AddrPortFrom(DNSAddr, 53))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,15 +105,7 @@ type rig struct {
 func newRig(t *testing.T, p netpolicy.Policy, opt func(*Config)) *rig {
 	t.Helper()
 	r := &rig{policy: p, flows: make(chan Flow, 64), dialed: make(chan string, 64)}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostEnd, err := net.FileConn(os.NewFile(uintptr(fds[0]), "host"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	guestEnd, err := net.FileConn(os.NewFile(uintptr(fds[1]), "guest"))
+	hostEnd, guestEnd, err := egresstest.Pair()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +135,12 @@ func newRig(t *testing.T, p netpolicy.Policy, opt func(*Config)) *rig {
 	t.Cleanup(func() { n.Close() })
 	n.Attach(hostEnd)
 	r.net = n
-	r.guest = newGuest(t, guestEnd)
+	g, err := egresstest.NewGuest(guestEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	r.guest = &guest{g}
 	return r
 }
 
@@ -371,7 +301,7 @@ func TestConnectionsAreCappedPerDesktop(t *testing.T) {
 
 func TestDialGuestReachesAGuestPort(t *testing.T) {
 	r := newRig(t, netpolicy.Policy{}, nil)
-	ln, err := gonet.ListenTCP(r.guest.s, tcpip.FullAddress{NIC: 1, Port: 8080}, ipv4.ProtocolNumber)
+	ln, err := r.guest.Listen(8080)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +140,7 @@ func (n *Network) refuse(r *tcp.ForwarderRequest, f *Flow) {
 	if host == "" || f.Dest.Host {
 		host = f.Dest.String()
 	}
-	writeBlocked(c, host, f.Reason)
+	writeBlocked(c, host, f.Reason, strings.Contains(req.Header.Get("Accept"), "text/html"))
 }
 
 // BlockedText is the first line of the body a refused HTTP request gets.
@@ -146,9 +148,20 @@ func BlockedText(host string) string {
 	return "blocked by this desktop's egress policy: " + host + " is not allowed"
 }
 
-func writeBlocked(w io.Writer, host, reason string) {
+// BlockedTitle is the title of the page a browser shows for a refused
+// request.
+const BlockedTitle = "Blocked by this desktop's egress policy"
+
+// writeBlocked answers a refused HTTP request: plain text, or a small page
+// for a browser (its title says it, so a person sees why in the tab).
+func writeBlocked(w io.Writer, host, reason string, page bool) {
+	ctype := "text/plain; charset=utf-8"
 	body := BlockedText(host) + "\n" + reason + "\n"
-	fmt.Fprintf(w, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Warmdesk-Egress: blocked\r\n\r\n%s", len(body), body)
+	if page {
+		ctype = "text/html; charset=utf-8"
+		body = "<!doctype html><title>" + html.EscapeString(BlockedTitle) + "</title><pre>" + html.EscapeString(body) + "</pre>\n"
+	}
+	fmt.Fprintf(w, "HTTP/1.1 403 Forbidden\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\nX-Warmdesk-Egress: blocked\r\n\r\n%s", ctype, len(body), body)
 }
 
 // splice copies both ways until both directions end, and returns the bytes

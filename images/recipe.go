@@ -76,7 +76,7 @@ var basePackages = []string{
 	"xserver-xorg-core", "xserver-xorg-input-libinput", "x11-xserver-utils",
 	"openbox", "xterm",
 	"xdotool", "xclip", // the guest side of input: Unicode text, clipboard
-	"curl", "ca-certificates", // for agents and tests on a desktop with network
+	"curl", "ca-certificates", "busybox", // for agents and tests on a desktop with network (busybox httpd serves a port)
 	"qemu-guest-agent",
 	"fonts-dejavu-core", "fonts-wqy-microhei",
 }

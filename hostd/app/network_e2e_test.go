@@ -1,0 +1,269 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/egress"
+	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+	"github.com/warmdesk/warmdesk/netpolicy"
+)
+
+// The egress policy end to end, through a whole hostd (app.Open) on a
+// restored minimal desktop: the guest fetches with curl, read back through
+// exec. Every server is on this machine's loopback; the guest reaches them
+// only as "host" (the gateway), and only where an entry allows.
+
+// host is one hostd over a state directory, served on a loopback port.
+type host struct {
+	a   *app.App
+	srv *httptest.Server
+	c   *client.Client
+}
+
+func openHost(t *testing.T, cfg config.Serve) *host {
+	t.Helper()
+	a, err := app.Open(context.Background(), cfg, testenv.Logger(t))
+	if errors.Is(err, desktop.ErrUnavailable) && cfg.Driver == "libvirt" && !testenv.InCI() {
+		t.Skipf("%v (scripts/libvirtd --test installs and starts one)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{a: a, srv: httptest.NewServer(a.Web.Handler())}
+	h.c = client.New(h.srv.URL, a.Token)
+	t.Cleanup(h.close)
+	return h
+}
+
+// close stops this hostd; its desktops keep running for the next one.
+func (h *host) close() {
+	if h.srv != nil {
+		h.srv.CloseClientConnections()
+		h.srv.Close()
+		h.a.Close()
+		h.srv = nil
+	}
+}
+
+// hostConfig is a hostd whose snapshots directory holds the test's baked
+// minimal snapshot (linked, not copied).
+func hostConfig(t *testing.T, driver string) (config.Serve, string) {
+	t.Helper()
+	baked := testenv.Snapshot(t, "minimal")
+	cfg := config.DefaultServe()
+	cfg.StateDir = t.TempDir()
+	cfg.RunDir = testenv.RunDir(t)
+	cfg.Driver = driver
+	cfg.Accel = "tcg"
+	cfg.Limits.PoolSize = 0
+	if err := os.MkdirAll(cfg.Snapshots(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(cfg.Snapshots(), baked.Snapshot.Name)); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, baked.Snapshot.Name
+}
+
+// loopbackServer serves body on 127.0.0.1 and returns its port.
+func loopbackServer(t *testing.T, body string) int {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port
+}
+
+func portOf(t *testing.T, rawURL string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(strings.TrimPrefix(rawURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// fetch runs curl in the guest and returns what it printed.
+func fetch(t *testing.T, h *host, id, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := h.c.Exec(ctx, id, api.ExecRequest{Shell: "curl -sS -m 15 " + url + "; echo \" curl=$?\"", Timeout: api.Duration(30 * time.Second)})
+	if err != nil {
+		t.Fatalf("exec curl %s: %v", url, err)
+	}
+	return res.Stdout + res.Stderr
+}
+
+func setPolicy(t *testing.T, h *host, id string, p netpolicy.Policy) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var got netpolicy.Policy
+	if err := h.c.Do(ctx, http.MethodPut, "/v1/desktops/"+id+"/network", p, &got); err != nil {
+		t.Fatalf("PUT network %+v: %v", p, err)
+	}
+}
+
+func TestNetworkPolicyEndToEnd(t *testing.T) { testNetworkPolicy(t, "qemu") }
+
+func TestNetworkPolicyEndToEndLibvirt(t *testing.T) { testNetworkPolicy(t, "libvirt") }
+
+func testNetworkPolicy(t *testing.T, driver string) {
+	cfg, snap := hostConfig(t, driver)
+	h := openHost(t, cfg)
+	app1 := loopbackServer(t, "hello from the host")
+	app2 := loopbackServer(t, "another host service")
+	api1 := portOf(t, h.srv.URL)
+	events, stop := h.a.Manager.Subscribe()
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.ID
+	t.Cleanup(func() {
+		if h2 := h; h2.srv != nil {
+			h2.c.DeleteDesktop(context.Background(), id)
+		}
+	})
+	if d.Network.Mode != netpolicy.None {
+		t.Fatalf("a new desktop's network is %+v, want mode none", d.Network)
+	}
+	blocked := func(port int) string { return egress.BlockedText("host:" + strconv.Itoa(port)) }
+	app1URL := "http://host:" + strconv.Itoa(app1) + "/"
+
+	// None: nothing on the host, not the test server, not hostd's API.
+	if out := fetch(t, h, id, app1URL); !strings.Contains(out, blocked(app1)) {
+		t.Fatalf("mode none reached the host's test server:\n%s", out)
+	}
+	if out := fetch(t, h, id, "http://host:"+strconv.Itoa(api1)+"/healthz"); !strings.Contains(out, blocked(api1)) {
+		t.Fatalf("mode none reached hostd's API:\n%s", out)
+	}
+
+	// Allow host:APP1: that page, and nothing else on the host.
+	setPolicy(t, h, id, netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"host:" + strconv.Itoa(app1)}})
+	if out := fetch(t, h, id, app1URL); !strings.Contains(out, "hello from the host curl=0") {
+		t.Fatalf("host:%d allowed, yet the guest could not fetch it:\n%s", app1, out)
+	}
+	if out := fetch(t, h, id, "http://host:"+strconv.Itoa(app2)+"/"); !strings.Contains(out, blocked(app2)) {
+		t.Fatalf("another host port was reachable:\n%s", out)
+	}
+	if out := fetch(t, h, id, "http://host:"+strconv.Itoa(api1)+"/healthz"); !strings.Contains(out, blocked(api1)) {
+		t.Fatalf("hostd's API was reachable:\n%s", out)
+	}
+	waitEvents(t, events, id, "refused host:"+strconv.Itoa(app2), "host:"+strconv.Itoa(app1)+" allowed by host:"+strconv.Itoa(app1))
+
+	// The port proxy reaches a server started in the guest.
+	res, err := h.c.Exec(ctx, id, api.ExecRequest{
+		Shell:   "mkdir -p /tmp/www && echo 'served from the guest' > /tmp/www/index.html && busybox httpd -p 8000 -h /tmp/www && echo started",
+		Timeout: api.Duration(20 * time.Second),
+	})
+	if err != nil || !strings.Contains(res.Stdout, "started") {
+		t.Fatalf("guest httpd: %v %+v", err, res)
+	}
+	var body string
+	if !testenv.Poll(30*time.Second, 50*time.Millisecond, time.Second, func() bool {
+		body, err = get(h, "/v1/desktops/"+id+"/ports/8000/index.html")
+		return err == nil
+	}) {
+		t.Fatalf("port proxy: %v", err)
+	}
+	if body != "served from the guest\n" {
+		t.Fatalf("port proxy answered %q", body)
+	}
+
+	// A live change applies to the next connection, and survives a restart
+	// of hostd (the desktop keeps running; the new hostd reattaches).
+	setPolicy(t, h, id, netpolicy.Policy{Mode: netpolicy.None})
+	if out := fetch(t, h, id, app1URL); !strings.Contains(out, blocked(app1)) {
+		t.Fatalf("the entry was removed, yet the next fetch went through:\n%s", out)
+	}
+	setPolicy(t, h, id, netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"host:" + strconv.Itoa(app1)}})
+	h.close()
+	h = openHost(t, cfg)
+	got, err := h.c.Desktop(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Network.Mode != netpolicy.Allow || len(got.Network.Allow) != 1 {
+		t.Fatalf("after a restart the policy is %+v", got.Network)
+	}
+	if out := fetch(t, h, id, app1URL); !strings.Contains(out, "hello from the host curl=0") {
+		t.Fatalf("after a restart of hostd the allowed page is unreachable:\n%s", out)
+	}
+	if out := fetch(t, h, id, "http://host:"+strconv.Itoa(app2)+"/"); !strings.Contains(out, blocked(app2)) {
+		t.Fatalf("after a restart another host port was reachable:\n%s", out)
+	}
+	if err := h.c.DeleteDesktop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get fetches an API path with the daemon's token and returns its body; a
+// status other than 200 is an error.
+func get(h *host, path string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.a.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", errors.New(resp.Status + ": " + string(b))
+	}
+	return string(b), err
+}
+
+// waitEvents waits for network events of a desktop whose summaries hold
+// each of wants, in any order.
+func waitEvents(t *testing.T, events <-chan desktop.Event, id string, wants ...string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for len(wants) > 0 {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("event stream ended")
+			}
+			if e.Type != desktop.EventNetwork || e.Desktop.ID != id {
+				continue
+			}
+			for i, w := range wants {
+				if strings.Contains(e.Summary, w) {
+					wants = append(wants[:i], wants[i+1:]...)
+					break
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no network event with %q", wants)
+		}
+	}
+}
