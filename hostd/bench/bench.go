@@ -19,14 +19,16 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
+	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/vnc"
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork"}
+var Suites = []string{"create", "screenshot", "action", "density", "fork", "network"}
 
 // Options configure a run.
 type Options struct {
@@ -176,7 +178,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			e.snap.Manifest.Machine.MemoryMiB, e.snap.Manifest.Machine.CPUs, e.snap.Manifest.Machine.Width, e.snap.Manifest.Machine.Height)}
 	limits := desktop.DefaultLimits()
 	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
-	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: records, Catalog: cat, Logger: o.Log, Limits: limits, Observer: e.screens})
+	// Every desktop gets its egress network, as in hostd serve.
+	nets := egress.NewSet(egress.SetConfig{
+		Policy: func(id string) (netpolicy.Policy, error) {
+			d, err := e.mgr.Get(id)
+			return d.Network, err
+		},
+		Logger: o.Log,
+	})
+	defer nets.Close()
+	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: records, Catalog: cat, Logger: o.Log, Limits: limits,
+		Observer: desktop.Observers{e.screens, nets}})
 	defer e.cleanup()
 	e.progress("%s, QEMU %s, %d CPUs, snapshot %s (%s)", res.Machine.Accel, res.Machine.QEMU, res.Machine.CPUs, e.snap.Name, res.Machine.Guest)
 	// Hash the snapshot once now, so no create below pays for it.
@@ -201,6 +213,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.densitySuite(ctx)
 		case "fork":
 			err = e.forkSuite(ctx)
+		case "network":
+			err = e.networkSuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}

@@ -22,10 +22,19 @@ const createTimeout = 3 * time.Minute
 // timeCreate measures one Manager create up to a non-blank first frame of
 // the desktop's screen mirror, then deletes the desktop (not timed).
 func (e *env) timeCreate(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirrors) (time.Duration, error) {
+	return timeCreateOn(ctx, mgr, screens, desktop.CreateRequest{Snapshot: e.snap.Name})
+}
+
+// timeCreateWith is timeCreate of a request on the run's Manager.
+func (e *env) timeCreateWith(ctx context.Context, req desktop.CreateRequest) (time.Duration, error) {
+	return timeCreateOn(ctx, e.mgr, e.screens, req)
+}
+
+func timeCreateOn(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirrors, req desktop.CreateRequest) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	start := time.Now()
-	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: e.snap.Name})
+	d, err := mgr.Create(ctx, req)
 	if err != nil {
 		return 0, err
 	}

@@ -42,6 +42,8 @@ func TestSmokeEverySuite(t *testing.T) {
 		"shot_cached_p50_ms", "shot_changed_png_p50_ms", "shot_jpeg_p50_ms", "screendump_p50_ms",
 		"action_http_p50_ms", "action_ws_p50_ms", "action_server_p50_ms", "batch_overhead_p50_ms",
 		"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "fork1_total_ms", "fork2_total_ms",
+		"net_create_none_p50_ms", "net_create_allow_p50_ms", "net_http_direct_p50_ms", "net_http_egress_p50_ms",
+		"net_throughput_mb_s", "net_guest_fetch_p50_ms",
 	} {
 		v, ok := res.Keys[key]
 		if !ok || v == nil || *v <= 0 {
