@@ -62,10 +62,10 @@ func (h *host) close() {
 }
 
 // hostConfig is a hostd whose snapshots directory holds the test's baked
-// minimal snapshot (linked, not copied).
-func hostConfig(t *testing.T, driver string) (config.Serve, string) {
+// snapshot of a flavor (linked, not copied).
+func hostConfig(t *testing.T, driver, flavor string) (config.Serve, string) {
 	t.Helper()
-	baked := testenv.Snapshot(t, "minimal")
+	baked := testenv.Snapshot(t, flavor)
 	cfg := config.DefaultServe()
 	cfg.StateDir = t.TempDir()
 	cfg.RunDir = testenv.RunDir(t)
@@ -129,7 +129,7 @@ func TestNetworkPolicyEndToEnd(t *testing.T) { testNetworkPolicy(t, "qemu") }
 func TestNetworkPolicyEndToEndLibvirt(t *testing.T) { testNetworkPolicy(t, "libvirt") }
 
 func testNetworkPolicy(t *testing.T, driver string) {
-	cfg, snap := hostConfig(t, driver)
+	cfg, snap := hostConfig(t, driver, "minimal")
 	h := openHost(t, cfg)
 	app1 := loopbackServer(t, "hello from the host")
 	app2 := loopbackServer(t, "another host service")
@@ -265,5 +265,74 @@ func waitEvents(t *testing.T, events <-chan desktop.Event, id string, wants ...s
 		case <-deadline:
 			t.Fatalf("no network event with %q", wants)
 		}
+	}
+}
+
+// Chromium in the desktop opens the host's page when an entry allows it,
+// and shows the blocked page, titled so, when none does.
+func TestChromiumShowsAllowedAndBlockedPages(t *testing.T) {
+	cfg, snap := hostConfig(t, "qemu", "browser")
+	h := openHost(t, cfg)
+	allowed := loopbackServer(t, "<!doctype html><title>warmdesk-allowed-page</title><h1>allowed</h1>")
+	other := loopbackServer(t, "<!doctype html><title>warmdesk-other-page</title>")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"host:" + strconv.Itoa(allowed)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.c.DeleteDesktop(context.WithoutCancel(ctx), d.ID)
+	open := func(url, title string) {
+		t.Helper()
+		// A second chromium with the same profile hands the URL to the one
+		// running (a new tab, which becomes the window's title) and exits.
+		res, err := h.c.Exec(ctx, d.ID, api.ExecRequest{
+			Shell:   "DISPLAY=:0 DBUS_SESSION_BUS_ADDRESS=disabled: /usr/lib/chromium/chromium --no-sandbox --test-type --user-data-dir=/root/.chromium " + url + " >/dev/null 2>&1; echo handed",
+			Timeout: api.Duration(60 * time.Second),
+		})
+		if err != nil || !strings.Contains(res.Stdout, "handed") {
+			t.Fatalf("open %s: %v %+v", url, err, res)
+		}
+		var last string
+		if !testenv.Poll(2*time.Minute, 200*time.Millisecond, 2*time.Second, func() bool {
+			res, err := h.c.Exec(ctx, d.ID, api.ExecRequest{Shell: "DISPLAY=:0 xdotool search --name 'Chromium' getwindowname %@", Timeout: api.Duration(20 * time.Second)})
+			last = res.Stdout
+			return err == nil && strings.Contains(res.Stdout, title)
+		}) {
+			t.Fatalf("Chromium never showed %q for %s; its windows: %q", title, url, last)
+		}
+	}
+	open("http://host:"+strconv.Itoa(allowed)+"/", "warmdesk-allowed-page")
+	open("http://host:"+strconv.Itoa(other)+"/", egress.BlockedTitle)
+}
+
+// Apt in a live desktop installs a small package through an entry for the
+// Debian mirror the image's sources name. It needs this machine to reach
+// that mirror; without it the test skips, saying so.
+func TestAptInstallsThroughAnAllowEntry(t *testing.T) {
+	const mirror = "deb.debian.org"
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if _, err := net.DefaultResolver.LookupNetIP(rctx, "ip4", mirror); err != nil {
+		t.Skipf("this machine cannot resolve the Debian mirror %s: %v", mirror, err)
+	}
+	cfg, snap := hostConfig(t, "qemu", "minimal")
+	h := openHost(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{mirror + ":80"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.c.DeleteDesktop(context.WithoutCancel(ctx), d.ID)
+	res, err := h.c.Exec(ctx, d.ID, api.ExecRequest{
+		Shell:   "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null; apt-get -q -o Acquire::Languages=none update && apt-get install -y -q --no-install-recommends hello && hello",
+		Timeout: api.Duration(12 * time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stdout, "Hello, world!") {
+		t.Fatalf("apt through the allow entry failed (exit %d):\n%s\n%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }
