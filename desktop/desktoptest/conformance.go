@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,6 +99,11 @@ type env struct {
 	// before is what Harness.Running named when the check began: a check
 	// answers only for machines it started.
 	before map[string]bool
+	// made are the desktops this check's Managers created: it answers only
+	// for fork templates of those (other packages' tests share the catalog).
+	mu    sync.Mutex
+	made  map[string]bool
+	stops []func()
 }
 
 // open starts a check's env on the harness's catalog with default limits;
@@ -108,7 +114,7 @@ func open(t *testing.T, h Harness) *env {
 
 func openWith(t *testing.T, h Harness, cat *desktop.Catalog, limits desktop.Limits) *env {
 	t.Helper()
-	e := &env{h: h, catalog: cat, limits: limits, store: h.NewStore(t), before: map[string]bool{}}
+	e := &env{h: h, catalog: cat, limits: limits, store: h.NewStore(t), before: map[string]bool{}, made: map[string]bool{}}
 	if h.Running != nil {
 		for _, name := range h.Running(t) {
 			e.before[name] = true
@@ -125,6 +131,19 @@ func (e *env) newManager(t *testing.T) *desktop.Manager {
 	m := desktop.NewManager(context.Background(), desktop.Config{
 		Driver: e.drv, Store: e.store, Catalog: e.catalog, Logger: e.h.Logger, Limits: e.limits,
 	})
+	events, stop := m.Subscribe()
+	e.mu.Lock()
+	e.stops = append(e.stops, stop)
+	e.mu.Unlock()
+	go func() {
+		for ev := range events {
+			if ev.Type == desktop.EventCreated {
+				e.mu.Lock()
+				e.made[ev.Desktop.ID] = true
+				e.mu.Unlock()
+			}
+		}
+	}()
 	if err := m.Recover(e.ctx(t)); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
@@ -168,10 +187,18 @@ func (e *env) finish(t *testing.T) {
 	}
 	e.mgr.Close()
 	closeDriver(e.drv)
+	e.mu.Lock()
+	for _, stop := range e.stops {
+		stop()
+	}
+	e.mu.Unlock()
 	if passed {
 		snaps, _, _ := e.catalog.List()
 		for _, sn := range snaps {
-			if sn.Manifest.Ephemeral {
+			e.mu.Lock()
+			ours := e.made[sn.Manifest.Source]
+			e.mu.Unlock()
+			if sn.Manifest.Ephemeral && ours {
 				t.Errorf("fork template %s remains", sn.Name)
 			}
 		}

@@ -210,10 +210,20 @@ func TestRightClickMenuShowsThenEscapeCloses(t *testing.T) {
 	menu := image.Rect(at.X, at.Y-300, min(at.X+300, 1280), 800) // where openbox may draw it
 	n := min(trials(t), 20)
 	shown, closed := 0, 0
-	for range n {
+	var late []string
+	for i := range n {
 		res := s.anthropic(t, s.id, fmt.Sprintf(`{"action": "right_click", "coordinate": [%d, %d]}`, at.X, at.Y))
 		if img := toolResultImage(t, res); share(img, menu, background) < 0.9 {
 			shown++
+		} else {
+			// Lost, or drawn after the screenshot? A settled screenshot
+			// tells the two apart for the report.
+			later := s.anthropic(t, s.id, `{"action": "wait", "duration": 1}`)
+			if share(toolResultImage(t, later), menu, background) < 0.9 {
+				late = append(late, fmt.Sprintf("trial %d: the menu came after the screenshot", i+1))
+			} else {
+				late = append(late, fmt.Sprintf("trial %d: no menu at all", i+1))
+			}
 		}
 		res = s.anthropic(t, s.id, `{"action": "key", "text": "Escape"}`)
 		if img := toolResultImage(t, res); share(img, menu, background) > 0.97 {
@@ -222,7 +232,7 @@ func TestRightClickMenuShowsThenEscapeCloses(t *testing.T) {
 	}
 	t.Logf("right-click menu: shown in %d, closed in %d of %d trials", shown, closed, n)
 	if shown != n || closed != n {
-		t.Errorf("the right-click's screenshot showed the menu %d of %d times, Escape's showed it closed %d of %d times", shown, n, closed, n)
+		t.Errorf("the right-click's screenshot showed the menu %d of %d times (%s), Escape's showed it closed %d of %d times", shown, n, strings.Join(late, "; "), closed, n)
 	}
 }
 
