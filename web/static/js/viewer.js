@@ -313,6 +313,11 @@ function logEvent(ev) {
     case 'desktop.deleted':
       log('deleted', ev.time, 'state');
       break;
+    case 'desktop.network':
+      // A connection the guest made (or a policy change, without summary).
+      log(ev.summary ? `network: ${ev.summary}` : `network policy: ${d.network.mode}`, ev.time,
+        ev.summary && ev.summary.startsWith('refused') ? 'refused' : 'network');
+      break;
     default:
       // Other events (an agent's actions, once hostd publishes them) show
       // their type and, when they have one, their summary.
