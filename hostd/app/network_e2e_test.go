@@ -327,7 +327,7 @@ func TestAptInstallsThroughAnAllowEntry(t *testing.T) {
 	defer h.c.DeleteDesktop(context.WithoutCancel(ctx), d.ID)
 	res, err := h.c.Exec(ctx, d.ID, api.ExecRequest{
 		Shell:   "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null; apt-get -q -o Acquire::Languages=none update && apt-get install -y -q --no-install-recommends hello && hello",
-		Timeout: api.Duration(12 * time.Minute),
+		Timeout: api.Duration(10 * time.Minute),
 	})
 	if err != nil {
 		t.Fatal(err)
