@@ -363,3 +363,18 @@ func TestDNSAnswerIgnoresGarbage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNew is what a desktop's network costs to make and end.
+func BenchmarkNew(b *testing.B) {
+	for b.Loop() {
+		n, err := New(Config{
+			Rules:   func() (*netpolicy.Rules, error) { return nil, nil },
+			Dial:    (&net.Dialer{}).DialContext,
+			Resolve: func(context.Context, string) ([]netip.Addr, error) { return nil, nil },
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.Close()
+	}
+}
