@@ -90,7 +90,10 @@ func interfacePrefixes() []netip.Prefix {
 // MachineUp attaches the machine's NIC to the desktop's network, making the
 // network on first use.
 func (s *Set) MachineUp(id string, m desktop.Machine) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A unix connect to a listening socket completes in the kernel, even
+	// with QEMU busy; the bound only keeps a broken machine from holding up
+	// the create that called this.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	conn, err := m.DialNIC(ctx)
 	if err != nil {
