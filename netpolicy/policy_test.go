@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 	allowPolicy := Policy{Mode: Allow, Allow: []string{
 		"*.example.com:443", "pypi.example.org", "host:3000", "203.0.113.0/24:80", "169.254.169.254/32", "10.1.0.0/16",
 	}}
-	public := netip.MustParseAddr("93.184.216.34")
+	public := netip.MustParseAddr("192.0.2.10")
 	for _, c := range []struct {
 		name   string
 		policy Policy
