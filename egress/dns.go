@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -105,30 +106,38 @@ func (n *Network) answer(ctx context.Context, query []byte) []byte {
 	return out
 }
 
-// nameMemo remembers which name an address was resolved for, so that a
-// connection to it is decided by the name the guest asked for. Bounded:
-// when full it starts over (a forgotten address is decided as an address).
+// nameMemo remembers which names an address was resolved for, so that a
+// connection to it is decided by the names the guest asked for (several
+// for a CDN's address, the latest last). Bounded: when full it starts over
+// (a forgotten address is decided as an address).
 type nameMemo struct {
-	mu    sync.Mutex
-	max   int
-	names map[netip.Addr]string
+	mu     sync.Mutex
+	max    int
+	byAddr map[netip.Addr][]string
 }
 
+// namesPerAddr bounds the names remembered for one address.
+const namesPerAddr = 8
+
 func newNameMemo(max int) *nameMemo {
-	return &nameMemo{max: max, names: map[netip.Addr]string{}}
+	return &nameMemo{max: max, byAddr: map[netip.Addr][]string{}}
 }
 
 func (m *nameMemo) remember(a netip.Addr, name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.names) >= m.max {
-		clear(m.names)
+	if len(m.byAddr) >= m.max {
+		clear(m.byAddr)
 	}
-	m.names[a] = name
+	ns := slices.DeleteFunc(m.byAddr[a], func(n string) bool { return n == name })
+	if len(ns) >= namesPerAddr {
+		ns = ns[1:]
+	}
+	m.byAddr[a] = append(ns, name)
 }
 
-func (m *nameMemo) name(a netip.Addr) string {
+func (m *nameMemo) names(a netip.Addr) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.names[a]
+	return slices.Clone(m.byAddr[a])
 }

@@ -19,51 +19,58 @@ import (
 const maxFrame = 65536
 
 // linkSlot holds the current link to QEMU and a buffered writer on it.
+// Swapping the link never waits for a write: QEMU stops reading while the
+// guest is paused or takes no frames, and a write then blocks until the
+// link is closed, which is what set and drop do first.
 type linkSlot struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards conn and w, never held across I/O
 	conn net.Conn
 	w    *bufio.Writer
+	wmu  sync.Mutex // serialises writes (sendFrames is the only writer)
 }
 
 // set replaces the link, closing the old one.
 func (l *linkSlot) set(c net.Conn) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn != nil {
-		l.conn.Close()
-	}
+	old := l.conn
 	l.conn, l.w = c, nil
 	if c != nil {
 		l.w = bufio.NewWriterSize(c, 256<<10)
+	}
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
 	}
 }
 
 // drop forgets c if it is still the link (it failed).
 func (l *linkSlot) drop(c net.Conn) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.conn == c {
-		l.conn.Close()
 		l.conn, l.w = nil, nil
 	}
+	l.mu.Unlock()
+	c.Close()
 }
 
 // write sends one frame; without a link the frame is lost, as on a cable
 // pulled out. flush says whether more frames are waiting.
 func (l *linkSlot) write(frame []byte, flush bool) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w == nil {
+	c, w := l.conn, l.w
+	l.mu.Unlock()
+	if w == nil {
 		return
 	}
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(frame)))
-	l.w.Write(hdr[:])
-	l.w.Write(frame)
+	w.Write(hdr[:])
+	w.Write(frame)
 	if flush {
-		if err := l.w.Flush(); err != nil {
-			l.conn.Close()
-			l.conn, l.w = nil, nil
+		if err := w.Flush(); err != nil {
+			l.drop(c)
 		}
 	}
 }
@@ -71,6 +78,10 @@ func (l *linkSlot) write(frame []byte, flush bool) {
 // Attach makes conn (QEMU's NIC stream) the network's link, replacing any
 // earlier one, and reads the guest's frames from it until it closes.
 func (n *Network) Attach(conn net.Conn) {
+	if n.ctx.Err() != nil { // closed meanwhile (the desktop went)
+		conn.Close()
+		return
+	}
 	n.link.set(conn)
 	n.done.Add(1)
 	go func() {

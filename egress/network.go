@@ -62,6 +62,10 @@ const (
 	DefaultMaxFlows = 256
 	// DefaultDialTimeout bounds hostd's dial for one guest connection.
 	DefaultDialTimeout = 10 * time.Second
+	// tcpBufferMax bounds each direction's buffer of one connection.
+	tcpBufferMax = 256 << 10
+	// guestDialTimeout bounds a dial into the guest (the port proxy).
+	guestDialTimeout = 10 * time.Second
 )
 
 // Flow is one connection attempt by the guest, reported when it ends.
@@ -134,6 +138,18 @@ func New(cfg Config) (*Network, error) {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
+	// Per-connection buffers bounded well below gVisor's defaults (1 MB,
+	// growing to 4 MB): a guest may hold DefaultMaxFlows connections with
+	// full buffers, and that must stay small beside the guest's RAM.
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: tcpBufferMax}
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: tcpBufferMax}
+	moderate := tcpip.TCPModerateReceiveBufferOption(false)
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&rcv, &snd, &moderate} {
+		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("egress: tcp option %T: %s", opt, err)
+		}
+	}
 	nic := channel.New(1024, mtu, gatewayMAC)
 	if err := s.CreateNIC(nicID, ethernet.New(nic)); err != nil {
 		s.Close()
@@ -184,6 +200,9 @@ func (n *Network) Close() error {
 // (for hostd's port proxy). Policy does not apply: this is the host
 // reaching in, not the guest out.
 func (n *Network) DialGuest(ctx context.Context, port uint16) (net.Conn, error) {
+	// Without a link, the SYN would be retried for minutes.
+	ctx, cancel := context.WithTimeout(ctx, guestDialTimeout)
+	defer cancel()
 	c, err := gonet.DialContextTCP(ctx, n.stack, fullAddr(GuestAddr, port), ipv4.ProtocolNumber)
 	if err != nil {
 		return nil, fmt.Errorf("guest port %d: %w", port, err)

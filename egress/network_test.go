@@ -378,3 +378,77 @@ func BenchmarkNew(b *testing.B) {
 		n.Close()
 	}
 }
+
+func TestLineGateHoldsBackAFloodAndSumsItUp(t *testing.T) {
+	var g lineGate
+	t0 := time.Unix(1000, 0)
+	passed := 0
+	for i := range 50 {
+		if ok, held := g.admit(t0.Add(time.Duration(i)*time.Millisecond), 20, i%2 == 0); ok {
+			passed++
+		} else if held != "" {
+			t.Fatalf("a summary within the window: %q", held)
+		}
+	}
+	if passed != 20 {
+		t.Fatalf("%d lines passed in one second, want 20", passed)
+	}
+	ok, held := g.admit(t0.Add(1500*time.Millisecond), 20, false)
+	if !ok || !strings.HasPrefix(held, "30 more connections (15 refused)") {
+		t.Fatalf("next second: %v %q", ok, held)
+	}
+}
+
+// A paused guest's QEMU stops reading the NIC's stream; taking the link
+// away must not wait for the write that is stuck on it.
+func TestDetachDoesNotWaitForAStuckLink(t *testing.T) {
+	var l linkSlot
+	mine, peer := net.Pipe() // nobody reads peer
+	defer peer.Close()
+	l.set(mine)
+	wrote := make(chan struct{})
+	go func() {
+		l.write(make([]byte, 1500), true)
+		close(wrote)
+	}()
+	detached := make(chan struct{})
+	go func() {
+		l.set(nil)
+		close(detached)
+	}()
+	select {
+	case <-detached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("set(nil) waited for a write nobody reads")
+	}
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stuck write did not end when its link closed")
+	}
+}
+
+// A name hostd resolved to a private address is refused: a name entry
+// never reaches the host's network (DNS rebinding). The guest's SYN ends
+// in hostd's stack; nothing is dialled.
+func TestANameResolvingToAPrivateAddressIsRefused(t *testing.T) {
+	port := 8080
+	r := newRig(t, netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"rebind.example.org"}}, func(c *Config) {
+		c.Resolve = func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("10.9.9.9")}, nil
+		}
+	})
+	rc, addrs := r.guest.resolve(t, "rebind.example.org")
+	if rc != dnsmessage.RCodeSuccess || len(addrs) != 1 {
+		t.Fatalf("resolve: %v %v", rc, addrs)
+	}
+	code, body, err := r.guest.get(t, addrs[0], port, "rebind.example.org")
+	if err != nil || code != http.StatusForbidden || !strings.Contains(body, "a private address") {
+		t.Fatalf("a private address by name: %d %q %v", code, body, err)
+	}
+	select {
+	case a := <-r.dialed:
+		t.Errorf("dialled %s", a)
+	default:
+	}
+}

@@ -29,9 +29,16 @@ type SetConfig struct {
 	HostAddrs   []netip.Prefix
 	MaxFlows    int
 	DialTimeout time.Duration
-	// OnFlow hears every connection attempt of every desktop.
+	// OnFlow hears every connection attempt of every desktop (for
+	// counters); it must not block.
 	OnFlow func(id string, f Flow)
-	Logger *slog.Logger
+	// OnEvent hears a line per connection for people (events, the
+	// viewer), at most EventsPerSecond per desktop: a guest opening
+	// thousands of connections must not flood every subscriber. Those over
+	// the rate are summed up in the next line after the second ends.
+	OnEvent         func(id, summary string)
+	EventsPerSecond int
+	Logger          *slog.Logger
 }
 
 // Set is the networks of every live desktop: a desktop.Observer that gives
@@ -48,6 +55,40 @@ type desktopNet struct {
 	mu    sync.Mutex
 	key   string
 	rules *netpolicy.Rules
+	lines lineGate
+}
+
+// DefaultEventsPerSecond bounds a desktop's connection lines.
+const DefaultEventsPerSecond = 20
+
+// lineGate passes at most max lines a second and counts the rest.
+type lineGate struct {
+	mu                  sync.Mutex
+	window              time.Time
+	passed              int
+	dropped, droppedNot int // lines held back, and how many were refusals
+}
+
+// admit says whether a line may go now, and returns a summary of the lines
+// held back in the last window when one ended.
+func (g *lineGate) admit(now time.Time, max int, refused bool) (ok bool, held string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.Sub(g.window) >= time.Second {
+		if g.dropped > 0 {
+			held = fmt.Sprintf("%d more connections (%d refused) in the second before, not shown one by one", g.dropped, g.droppedNot)
+		}
+		g.window, g.passed, g.dropped, g.droppedNot = now, 0, 0, 0
+	}
+	if g.passed < max {
+		g.passed++
+		return true, held
+	}
+	g.dropped++
+	if refused {
+		g.droppedNot++
+	}
+	return false, held
 }
 
 // NewSet makes the set; it has no networks until machines come up.
@@ -55,9 +96,11 @@ func NewSet(cfg SetConfig) *Set {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.EventsPerSecond <= 0 {
+		cfg.EventsPerSecond = DefaultEventsPerSecond
+	}
 	if cfg.Dial == nil {
-		var d net.Dialer
-		cfg.Dial = d.DialContext
+		cfg.Dial = dialOut(&net.Dialer{})
 	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(ctx context.Context, name string) ([]netip.Addr, error) {
@@ -69,6 +112,32 @@ func NewSet(cfg SetConfig) *Set {
 		s.hostAddrs = interfacePrefixes()
 	}
 	return s
+}
+
+// dialOut dials for the guest and refuses a connection that ended on this
+// host although it was not to the loopback (which only host:PORT entries
+// reach): an address the host gained after the policy was compiled is
+// refused all the same.
+func dialOut(d *net.Dialer) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		if ap, perr := netip.ParseAddrPort(address); perr == nil && !ap.Addr().IsLoopback() && loopsBack(c) {
+			c.Close()
+			return nil, fmt.Errorf("%s is this host: only host:PORT entries reach it", address)
+		}
+		return c, nil
+	}
+}
+
+// loopsBack says whether a connection ended on this host: its two ends
+// have the same address.
+func loopsBack(c net.Conn) bool {
+	l, lok := c.LocalAddr().(*net.TCPAddr)
+	r, rok := c.RemoteAddr().(*net.TCPAddr)
+	return lok && rok && l.IP.Equal(r.IP)
 }
 
 // interfacePrefixes are the host's own addresses, as single-address
@@ -170,6 +239,16 @@ func (s *Set) network(id string) (*desktopNet, error) {
 		OnFlow: func(f Flow) {
 			if s.cfg.OnFlow != nil {
 				s.cfg.OnFlow(id, f)
+			}
+			if s.cfg.OnEvent == nil {
+				return
+			}
+			ok, held := dn.lines.admit(time.Now(), s.cfg.EventsPerSecond, !f.Allowed)
+			if held != "" {
+				s.cfg.OnEvent(id, held)
+			}
+			if ok {
+				s.cfg.OnEvent(id, Describe(f))
 			}
 		},
 		Logger: s.cfg.Logger.With("desktop", id),

@@ -26,6 +26,9 @@ import (
 // bytes, to tell an HTTP client why in a response it can show.
 const sniffWait = 3 * time.Second
 
+// maxRefusedHead bounds what hostd reads of a refused request.
+const maxRefusedHead = 16 << 10
+
 // forward handles one SYN from the guest: decide, then carry or refuse.
 func (n *Network) forward(r *tcp.ForwarderRequest) {
 	id := r.ID()
@@ -62,6 +65,9 @@ func (n *Network) forward(r *tcp.ForwarderRequest) {
 		n.report(flow)
 		return
 	}
+	// The desktop's network closing ends its connections.
+	stop := context.AfterFunc(n.ctx, func() { up.Close() })
+	defer stop()
 	guest, ok := n.accept(r)
 	if !ok {
 		up.Close()
@@ -83,14 +89,40 @@ func (n *Network) dest(addr netip.Addr, port uint16) netpolicy.Dest {
 	if addr == GatewayAddr {
 		return netpolicy.Dest{Name: HostAlias, Addr: addr, Port: port, Host: true}
 	}
-	return netpolicy.Dest{Name: n.names.name(addr), Addr: addr, Port: port}
+	names := n.names.names(addr)
+	d := netpolicy.Dest{Addr: addr, Port: port}
+	if len(names) > 0 {
+		d.Name = names[len(names)-1]
+	}
+	return d
 }
 
+// decide decides a connection. An address hostd resolved for several
+// names (a CDN) is allowed if any of them is.
 func (n *Network) decide(d netpolicy.Dest) netpolicy.Verdict {
 	if d.Addr == DNSAddr {
 		return netpolicy.Verdict{Reason: DNSAddr.String() + " serves DNS over UDP only"}
 	}
-	return n.rules().Decide(d)
+	rules := n.rules()
+	if d.Host {
+		return rules.Decide(d)
+	}
+	names := n.names.names(d.Addr)
+	if len(names) == 0 {
+		return rules.Decide(d)
+	}
+	var first netpolicy.Verdict
+	for i, name := range names {
+		d.Name = name
+		v := rules.Decide(d)
+		if v.Allowed {
+			return v
+		}
+		if i == 0 {
+			first = v
+		}
+	}
+	return first
 }
 
 // accept completes the guest's handshake.
@@ -127,7 +159,9 @@ func (n *Network) refuse(r *tcp.ForwarderRequest, f *Flow) {
 	}
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(sniffWait))
-	br := bufio.NewReaderSize(c, 4096)
+	// Bounded: the guest is not owed more than a request head's worth of
+	// hostd's memory for a refusal.
+	br := bufio.NewReaderSize(io.LimitReader(c, maxRefusedHead), 4096)
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return

@@ -101,14 +101,17 @@ func (r *Rules) Decide(d Dest) Verdict {
 		return deny(fmt.Sprintf("port %d of the host is not allowed: only host services named as host:PORT are", d.Port))
 	}
 	addr := d.Addr.Unmap()
-	if why := r.special(addr); why != "" {
-		// Only a network entry naming the address lets it through.
+	if why, block := r.special(addr); why != "" {
+		// Only a network entry naming the address within its own block lets
+		// it through: 0.0.0.0/0:443 means "anywhere public", not the
+		// metadata service or the LAN, and a LAN entry does not open the
+		// host's own address on it.
 		for _, e := range r.Entries {
-			if e.Kind == Network && e.Prefix.Contains(addr) && portOK(e, d.Port) {
+			if e.Kind == Network && e.Prefix.Contains(addr) && portOK(e, d.Port) && within(e.Prefix, block) {
 				return allow(e)
 			}
 		}
-		return deny(fmt.Sprintf("%s is %s: only an entry naming its network allows it", addr, why))
+		return deny(fmt.Sprintf("%s is %s: only an entry naming it within %s allows it", addr, why, block))
 	}
 	for _, e := range r.Entries {
 		if e.matches(d.Name, addr, d.Port) {
@@ -173,39 +176,55 @@ func (r *Rules) AllowsName(name string) bool {
 
 // The address ranges that lead back into the host or its network.
 var (
-	privateRanges = mustPrefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+	loopback      = mustPrefixes("127.0.0.0/8", "::1/128")
+	multicast     = mustPrefixes("224.0.0.0/4", "ff00::/8")
+	thisNetwork   = mustPrefixes("0.0.0.0/8", "::/128")
 	linkLocal     = mustPrefixes("169.254.0.0/16", "fe80::/10")
-	thisNetwork   = mustPrefixes("0.0.0.0/8")
+	privateRanges = mustPrefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+	// reserved are IANA special-purpose blocks that are not the public
+	// internet: IETF protocol assignments, benchmarking (used by fake-IP
+	// DNS proxies), reserved, broadcast, and a cloud's host service.
+	reserved = mustPrefixes("192.0.0.0/24", "198.18.0.0/15", "240.0.0.0/4", "168.63.129.16/32")
 )
 
-// special says why an address is refused unless named, or "".
-func (r *Rules) special(a netip.Addr) string {
-	switch {
-	case !a.IsValid():
-		return "no address"
-	case a.IsLoopback():
-		return "the host's loopback"
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
-		return "a multicast address"
-	case a.IsUnspecified() || inAny(thisNetwork, a):
-		return `"this network"`
-	case inAny(linkLocal, a):
-		return "link-local"
-	case inAny(r.hostAddrs, a):
-		return "one of the host's own addresses"
-	case inAny(privateRanges, a):
-		return "a private address"
+// special says why an address is refused unless named, and the block it
+// is in, or "" for a public address.
+func (r *Rules) special(a netip.Addr) (string, netip.Prefix) {
+	if !a.IsValid() {
+		return "no address", netip.Prefix{}
 	}
-	return ""
-}
-
-func inAny(ps []netip.Prefix, a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
+	for _, c := range []struct {
+		why    string
+		blocks []netip.Prefix
+	}{
+		{"the host's loopback", loopback},
+		{"a multicast address", multicast},
+		{`"this network"`, thisNetwork},
+		{"link-local", linkLocal},
+		{"one of the host's own addresses", r.hostAddrs},
+		{"a private address", privateRanges},
+		{"a reserved address", reserved},
+	} {
+		if p, ok := blockOf(c.blocks, a); ok {
+			return c.why, p
 		}
 	}
-	return false
+	return "", netip.Prefix{}
+}
+
+// blockOf is the first of ps that contains a.
+func blockOf(ps []netip.Prefix, a netip.Addr) (netip.Prefix, bool) {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// within says whether prefix e lies inside block.
+func within(e, block netip.Prefix) bool {
+	return block.IsValid() && e.Bits() >= block.Bits() && block.Contains(e.Addr())
 }
 
 func mustPrefixes(ss ...string) []netip.Prefix {

@@ -123,6 +123,14 @@ func TestDecide(t *testing.T) {
 		{"open: host services still by name", Policy{Mode: Open, Allow: []string{"host:3000"}}, Dest{Host: true, Addr: netip.MustParseAddr("127.0.0.1"), Port: 3000}, true, "host:3000"},
 		{"open: other host ports refused", Policy{Mode: Open, Allow: []string{"host:3000"}}, Dest{Host: true, Addr: netip.MustParseAddr("127.0.0.1"), Port: 3001}, false, ""},
 		{"allow: an address nobody named", allowPolicy, Dest{Addr: public, Port: 443}, false, ""},
+		{"the whole internet is not the metadata service", Policy{Mode: Allow, Allow: []string{"0.0.0.0/0:80"}}, Dest{Addr: netip.MustParseAddr("169.254.169.254"), Port: 80}, false, ""},
+		{"the whole internet is not the LAN", Policy{Mode: Allow, Allow: []string{"0.0.0.0/0:443"}}, Dest{Addr: netip.MustParseAddr("10.0.0.5"), Port: 443}, false, ""},
+		{"the whole internet is public addresses", Policy{Mode: Allow, Allow: []string{"0.0.0.0/0:443"}}, Dest{Addr: public, Port: 443}, true, "0.0.0.0/0:443"},
+		{"a network around the host is not the host", Policy{Mode: Allow, Allow: []string{"198.51.100.0/24"}}, Dest{Addr: netip.MustParseAddr("198.51.100.5"), Port: 22}, false, ""},
+		{"the host's own address named exactly", Policy{Mode: Allow, Allow: []string{"198.51.100.5/32:22"}}, Dest{Addr: netip.MustParseAddr("198.51.100.5"), Port: 22}, true, "198.51.100.5/32:22"},
+		{"a private network named whole", Policy{Mode: Allow, Allow: []string{"10.0.0.0/8"}}, Dest{Addr: netip.MustParseAddr("10.9.8.7"), Port: 5432}, true, "10.0.0.0/8"},
+		{"open: never benchmarking addresses (fake-IP DNS)", Policy{Mode: Open}, Dest{Addr: netip.MustParseAddr("198.18.0.1"), Port: 443}, false, ""},
+		{"open: never broadcast", Policy{Mode: Open}, Dest{Addr: netip.MustParseAddr("255.255.255.255"), Port: 9}, false, ""},
 	} {
 		r, err := Compile(c.policy, hostAddrs)
 		if err != nil {

@@ -96,6 +96,14 @@ func (s *Server) portProxy(c *gin.Context) {
 			stripBearerProtocol(r.Out.Header)
 		},
 		Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true},
+		// The guest's pages are served on hostd's origin: a sandbox gives
+		// them an opaque origin (no access to the viewer's stored token),
+		// and they set no cookies on hostd's.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set("Content-Security-Policy", "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads")
+			resp.Header.Del("Set-Cookie")
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			abort(c, http.StatusBadGateway, "bad_gateway", "port "+strconv.Itoa(port)+" of desktop "+id+": "+err.Error(), "")
 		},

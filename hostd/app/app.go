@@ -75,11 +75,9 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			d, err := a.Manager.Get(id)
 			return d.Network, err
 		},
-		OnFlow: func(id string, f egress.Flow) {
-			metrics.ObserveFlow(f.Allowed, f.Sent, f.Received)
-			a.Manager.Announce(id, desktop.EventNetwork, egress.Describe(f))
-		},
-		Logger: log,
+		OnFlow:  func(_ string, f egress.Flow) { metrics.ObserveFlow(f.Allowed, f.Sent, f.Received) },
+		OnEvent: func(id, summary string) { a.Manager.Announce(id, desktop.EventNetwork, summary) },
+		Logger:  log,
 	})
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
