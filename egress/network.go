@@ -139,12 +139,12 @@ func New(cfg Config) (*Network, error) {
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	// Per-connection buffers bounded well below gVisor's defaults (1 MB,
-	// growing to 4 MB): a guest may hold DefaultMaxFlows connections with
-	// full buffers, and that must stay small beside the guest's RAM.
+	// receive growing to 4 MB): a guest may hold DefaultMaxFlows
+	// connections with full buffers, and that must stay small beside the
+	// guest's RAM.
 	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: tcpBufferMax}
 	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: tcpBufferMax}
-	moderate := tcpip.TCPModerateReceiveBufferOption(false)
-	for _, opt := range []tcpip.SettableTransportProtocolOption{&rcv, &snd, &moderate} {
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&rcv, &snd} {
 		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("egress: tcp option %T: %s", opt, err)

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -64,6 +65,7 @@ type Guest struct {
 	conn   net.Conn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	ports  atomic.Uint32
 }
 
 // NewGuest starts a guest on conn (the guest end of Pair).
@@ -126,9 +128,14 @@ func (g *Guest) receive() {
 	}
 }
 
-// Dial opens a TCP connection from the guest.
+// Dial opens a TCP connection from the guest, from a source port no
+// earlier connection of this guest used (until 40000 of them): a port
+// picked at random can meet its own earlier connection still closing, and
+// the SYN then waits for retransmission, seconds in a latency benchmark.
 func (g *Guest) Dial(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
-	return gonet.DialContextTCP(ctx, g.S, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(to.Addr().As4()), Port: to.Port()}, ipv4.ProtocolNumber)
+	port := uint16(20000 + g.ports.Add(1)%40000)
+	local := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(Addr.As4()), Port: port}
+	return gonet.DialTCPWithBind(ctx, g.S, local, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(to.Addr().As4()), Port: to.Port()}, ipv4.ProtocolNumber)
 }
 
 // Listen accepts TCP connections on a guest port.
