@@ -19,10 +19,10 @@ import (
 )
 
 const (
-	// netHTTPSamples is the number of requests per way in the proxy
-	// latency comparison; netGuestFetches the fetches from a real guest.
-	netHTTPSamples  = 300
-	netGuestFetches = 20
+	// netHTTPPerN is the number of requests per way in the proxy latency
+	// comparison for each sample of --n (300 at the default 20); a real
+	// guest fetches --n times.
+	netHTTPPerN = 15
 	// netBulkMiB is what the throughput measurement carries.
 	netBulkMiB = 256
 )
@@ -118,7 +118,7 @@ func (e *env) egressMicro(ctx context.Context, port int) error {
 	directURL := "http://127.0.0.1:" + strconv.Itoa(port)
 	guestURL := "http://host:" + strconv.Itoa(port)
 	var dDist, eDist Dist
-	for i := 0; i < netHTTPSamples; i++ {
+	for i := 0; i < netHTTPPerN*e.opts.N; i++ {
 		// Alternating, so load on the shared host falls on both alike.
 		for _, way := range []struct {
 			c    *http.Client
@@ -189,7 +189,7 @@ func (e *env) guestFetches(ctx context.Context, p netpolicy.Policy, port int) er
 		return err
 	}
 	var fetch Dist
-	for i := 0; i < netGuestFetches; i++ {
+	for i := 0; i < e.opts.N; i++ {
 		res, err := desktop.Exec(ctx, mach.Agent(), desktop.ExecRequest{
 			Path: "/usr/bin/curl", Args: []string{"-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "http://host:" + strconv.Itoa(port) + "/"},
 			Timeout: 30 * time.Second,
