@@ -73,7 +73,8 @@ func (s *actionStack) anthropic(t *testing.T, id string, body string) input.Anth
 }
 
 // chromiumTitle waits for the page to retitle its window after Go, and
-// returns the title (Chromium's " - Chromium" suffix taken off).
+// returns the title (Chromium's " - Chromium" suffix taken off), or "(never
+// retitled)" after 90 s.
 func (s *actionStack) chromiumTitle(t *testing.T, id string) string {
 	t.Helper()
 	var title string
@@ -87,7 +88,9 @@ func (s *actionStack) chromiumTitle(t *testing.T, id string) string {
 	}
 	if !testenv.Poll(90*time.Second, 100*time.Millisecond, 2*time.Second, found) {
 		diag, _ := s.c.Exec(s.ctx(t), id, api.ExecRequest{Shell: "export DISPLAY=:0; xdotool getwindowfocus getwindowname; xdotool getactivewindow getwindowname; xdotool getmouselocation; dmesg | tail -8; grep -E 'xhci|i8042' /proc/interrupts; cat /proc/uptime", Timeout: api.Duration(20 * time.Second)})
-		t.Fatalf("desktop %s: the page never retitled its window after Go\n%s%s", id, diag.Stdout, diag.Stderr)
+		// A miss, counted with the others, so the failure reports the rate.
+		t.Logf("desktop %s: the page never retitled its window after Go\n%s%s", id, diag.Stdout, diag.Stderr)
+		return "(never retitled)"
 	}
 	return title
 }
