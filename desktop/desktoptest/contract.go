@@ -80,11 +80,13 @@ func clonesOwnRandomnessClockIdentity(t *testing.T, h Harness) {
 			t.Fatalf("guest clock %q: %v", clock, err)
 		}
 		// The guest read its clock during the agent's round trip, however
-		// long a loaded TCG host makes that; a clock that was never set is
-		// off by the age of the snapshot.
-		const slack = 0.5
-		if guest < before-slack || guest > after+slack {
-			t.Errorf("desktop %s: guest clock %.2f is outside the exec's round trip [%.2f, %.2f] (±%.1f s)", id, guest, before, after, slack)
+		// long a loaded TCG host makes that. Its clock is set once at create
+		// and then runs a little slow under TCG (CI saw it up to 1.3 s
+		// behind); a clock that was never set is off by the age of the
+		// snapshot, minutes at least.
+		const behind, ahead = 2.0, 0.5
+		if guest < before-behind || guest > after+ahead {
+			t.Errorf("desktop %s: guest clock %.2f is outside the exec's round trip [%.2f, %.2f] (-%.1f s, +%.1f s)", id, guest, before, after, behind, ahead)
 		}
 		hosts = append(hosts, e.shell(t, id, "hostname"))
 		machineIDs = append(machineIDs, e.shell(t, id, "cat /etc/machine-id"))
