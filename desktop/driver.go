@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"image"
 	"net"
+	"time"
 )
 
 // Driver runs machines on one kind of hypervisor: QEMU processes directly
@@ -118,6 +119,9 @@ type Machine interface {
 	DialNIC(ctx context.Context) (net.Conn, error)
 	// Pid is the hypervisor process id, for memory accounting.
 	Pid() int
+	// VCPUTime is how long the guest's virtual CPUs have run, summed: it
+	// advancing says the guest is still busy (idle CPUs halt).
+	VCPUTime() (time.Duration, error)
 }
 
 // SnapshotOptions say how a snapshot will be kept.

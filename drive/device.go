@@ -133,7 +133,8 @@ func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
 // (docs/API.md, "Keys after a click"). The signal is the screen reacting
 // to the click (a focus ring, a caret, a window coming forward: damage
 // beyond the pointer's own redraw), bounded by KeyReaction, since many
-// clicks change nothing visible.
+// clicks change nothing visible, and then the guest's CPUs going idle
+// (it is done acting on the click).
 //
 // Without the first signal within KeyWait the keys go on, and the batch
 // says so; both waits count in its sync time.
@@ -158,9 +159,21 @@ func (d *device) sealPointer(ctx context.Context, mach desktop.Machine) error {
 		return nil
 	}
 	start := time.Now()
-	_, err = waitDamage(ctx, scr, d.pressCounter, d.s.cfg.KeyReaction, beyondPointer)
-	batchOf(ctx).waited(time.Since(start))
-	return err
+	defer func() { batchOf(ctx).waited(time.Since(start)) }()
+	reacted, err := waitDamage(ctx, scr, d.pressCounter, d.s.cfg.KeyReaction, beyondPointer)
+	if err != nil || !reacted {
+		return err
+	}
+	// The first frame of the reaction is not the end of it: Chromium paints
+	// the focus ring before its renderer has taken the focus for keys.
+	// Keys go once the guest's CPUs are idle, within what is left of the
+	// bound (at least one window).
+	cpu := newCPUMeter(mach.VCPUTime)
+	if idle, err := cpu.waitIdle(ctx, max(d.s.cfg.KeyReaction-time.Since(start), idleWindow)); err != nil || idle {
+		return err
+	}
+	batchOf(ctx).warn(fmt.Sprintf("keys followed a click while the desktop was still busy acting on it when the %s bound ran out: an application slow to take the click may miss them", d.s.cfg.KeyReaction))
+	return nil
 }
 
 // syncKeys seals the pointer before keys that do not go through Send

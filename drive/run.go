@@ -172,7 +172,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	react = react && req.Settle > 0 && req.SettleTimeout > 0
 	if react {
 		var err error
-		if r, err = waitReaction(ctx, scr, since, min(req.Reaction, req.SettleTimeout), req.Settle, bareMove); err != nil {
+		if r, err = waitReaction(ctx, scr, s.cpuMeter(ctx, id), since, min(req.Reaction, req.SettleTimeout), req.Settle, bareMove); err != nil {
 			out.Err = fmt.Errorf("trailing screenshot: wait for the screen to react: %w", err)
 			return out, nil
 		}
@@ -203,7 +203,8 @@ type reaction struct {
 	// change after a bare move).
 	reacted bool
 	// idle: it did not, but the guest took the input (the screen changed)
-	// and then stayed quiet for the quiet period: nothing more is coming.
+	// and then stayed quiet, its CPUs idle, for the quiet period: nothing
+	// more is coming.
 	idle             bool
 	waited           time.Duration
 	counter, changes uint64
@@ -211,11 +212,12 @@ type reaction struct {
 
 // waitReaction waits, at most bound, for the screen's reaction to input
 // sent when the change counter was since. It ends early when the guest has
-// visibly taken the input (the pointer redrawn) and the screen then stays
-// quiet for quiet: so an action that changes nothing (a click in an
-// already-focused terminal) costs what the quiet period did before, and
-// only a guest that has not even drawn the pointer yet is waited for.
-func waitReaction(ctx context.Context, scr Screen, since uint64, bound, quiet time.Duration, bareMove bool) (reaction, error) {
+// visibly taken the input (the pointer redrawn) and then the screen stays
+// quiet and the guest's CPUs idle (cpu) for quiet: so an action that
+// changes nothing (a click in an already-focused terminal) costs what the
+// quiet period did before, while a guest still working on the input (a
+// menu openbox draws a second late right after a restore) is waited for.
+func waitReaction(ctx context.Context, scr Screen, cpu *cpuMeter, since uint64, bound, quiet time.Duration, bareMove bool) (reaction, error) {
 	start := time.Now()
 	deadline := start.Add(bound)
 	src := scr.Source()
@@ -230,9 +232,14 @@ func waitReaction(ctx context.Context, scr Screen, since uint64, bound, quiet ti
 			}
 			if counter != seen {
 				seen, last = counter, time.Now()
+				cpu.mark()
 			}
 			if time.Since(last) >= quiet {
-				return reaction{idle: true, waited: time.Since(start), counter: counter, changes: counter - since}, nil
+				if cpu.idle() {
+					return reaction{idle: true, waited: time.Since(start), counter: counter, changes: counter - since}, nil
+				}
+				last = time.Now() // busy: the quiet period starts again
+				cpu.mark()
 			}
 		}
 		wait := time.Until(deadline)

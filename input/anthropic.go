@@ -317,6 +317,16 @@ func NewAnthropicToolResult(toolUseID string, call AnthropicCall, res BatchResul
 	}
 }
 
+// Note adds a text block for each warning (what the server could not
+// confirm, such as keys sent before the desktop was seen to take a
+// click), after the screenshot: the model reads it with the picture, so an
+// agent is not left to trust a screen that may not show its action yet.
+func (r *AnthropicToolResult) Note(warnings []string) {
+	for _, w := range warnings {
+		r.Content = append(r.Content, AnthropicBlock{Type: "text", Text: "Note: " + w})
+	}
+}
+
 // AnthropicContent builds a tool_result's content: for a failure (of
 // decoding or of Run) a text block with the error in the tool's own field
 // names; for cursor_position a text block "X=..,Y=.." in the declared space

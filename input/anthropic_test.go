@@ -202,3 +202,17 @@ func TestAnthropicErrorTextUsesToolFields(t *testing.T) {
 		}
 	}
 }
+
+// Warnings follow the screenshot as text blocks; none add nothing.
+func TestAnthropicToolResultNotes(t *testing.T) {
+	img := &Image{MediaType: "image/png", Data: []byte{1}}
+	res := NewAnthropicToolResult("tu_1", AnthropicCall{Action: "type"}, BatchResult{}, nil, img)
+	res.Note(nil)
+	if len(res.Content) != 1 {
+		t.Fatalf("no warnings changed the content: %+v", res.Content)
+	}
+	res.Note([]string{"keys followed a click"})
+	if len(res.Content) != 2 || res.Content[0].Type != "image" || res.Content[1].Type != "text" || res.Content[1].Text != "Note: keys followed a click" {
+		t.Fatalf("content with a warning: %+v", res.Content)
+	}
+}

@@ -63,7 +63,9 @@ func (s *Server) postAnthropic(c *gin.Context) {
 	if out.Picture != nil {
 		img = &input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
 	}
-	c.JSON(http.StatusOK, input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, img))
+	res := input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, img)
+	res.Note(out.Warnings)
+	c.JSON(http.StatusOK, res)
 }
 
 // decodeAnthropicBody reads the input of a computer tool_use block, or the

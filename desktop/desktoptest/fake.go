@@ -417,6 +417,9 @@ func (m *FakeMachine) DialNIC(ctx context.Context) (net.Conn, error) {
 // Pid is 0: the fake has no process.
 func (m *FakeMachine) Pid() int { return 0 }
 
+// VCPUTime is always 0: the fake's guest is idle whenever asked.
+func (m *FakeMachine) VCPUTime() (time.Duration, error) { return 0, nil }
+
 type fakeAgent struct{ m *FakeMachine }
 
 // Call answers the commands the Manager and the suite use.

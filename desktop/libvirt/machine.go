@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
@@ -178,6 +179,10 @@ func (m *Machine) Pid() int {
 	defer m.mu.Unlock()
 	return m.pid
 }
+
+// VCPUTime is how long the guest's virtual CPUs have run (libvirt starts
+// QEMU with debug-threads=on, so its vCPU threads carry their names).
+func (m *Machine) VCPUTime() (time.Duration, error) { return qemuvm.VCPUTime(m.Pid()) }
 
 // Exited is closed when the domain ends for any reason.
 func (m *Machine) Exited() <-chan struct{} { return m.exited }

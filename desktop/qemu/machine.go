@@ -78,6 +78,9 @@ func (m *Machine) record() record {
 // Pid is QEMU's process id.
 func (m *Machine) Pid() int { return m.proc.pid }
 
+// VCPUTime is how long the guest's virtual CPUs have run.
+func (m *Machine) VCPUTime() (time.Duration, error) { return qemuvm.VCPUTime(m.proc.pid) }
+
 // Exited is closed when QEMU ends.
 func (m *Machine) Exited() <-chan struct{} { return m.proc.done }
 
