@@ -166,13 +166,12 @@ func (d *device) sealPointer(ctx context.Context, mach desktop.Machine) error {
 	}
 	// The first frame of the reaction is not the end of it: Chromium paints
 	// the focus ring before its renderer has taken the focus for keys.
-	// Keys go once the guest's CPUs are idle, within what is left of the
-	// bound (at least one window).
+	// Keys go once the guest's CPUs are idle, at most KeyReaction more.
 	cpu := newCPUMeter(mach.VCPUTime)
-	if idle, err := cpu.waitIdle(ctx, max(d.s.cfg.KeyReaction-time.Since(start), idleWindow)); err != nil || idle {
+	if idle, err := cpu.waitIdle(ctx, d.s.cfg.KeyReaction); err != nil || idle {
 		return err
 	}
-	batchOf(ctx).warn(fmt.Sprintf("keys followed a click while the desktop was still busy acting on it when the %s bound ran out: an application slow to take the click may miss them", d.s.cfg.KeyReaction))
+	batchOf(ctx).warn(fmt.Sprintf("keys followed a click while the desktop was still busy acting on it %s after its first reaction: an application slow to take the click may miss them", d.s.cfg.KeyReaction))
 	return nil
 }
 

@@ -51,7 +51,8 @@ type Config struct {
 	// before keys follow it (device.sealPointer); 0 takes DefaultKeyWait.
 	KeyWait time.Duration
 	// KeyReaction bounds the wait, after that, for the screen to react to
-	// the click; 0 takes DefaultReaction.
+	// the click, and then the wait for the guest's CPUs to go idle; 0 takes
+	// DefaultReaction.
 	KeyReaction time.Duration
 }
 

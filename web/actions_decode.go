@@ -56,22 +56,19 @@ func batchRequest(f api.ActionsRequest) (drive.Request, error) {
 	r.Screenshot, r.Quality, r.Cursor, r.MidShots = f.Screenshot, f.Quality, f.Cursor, true
 	var err error
 	if f.SettleMs != nil {
-		if *f.SettleMs < 0 || time.Duration(*f.SettleMs)*time.Millisecond > drive.MaxSettle {
-			return r, fieldError("settle_ms", "%d: use 0 (capture at once) to %d", *f.SettleMs, drive.MaxSettle.Milliseconds())
+		if r.Settle, err = millis("settle_ms", int64(*f.SettleMs), drive.MaxSettle, "0 (capture at once)"); err != nil {
+			return r, err
 		}
-		r.Settle = time.Duration(*f.SettleMs) * time.Millisecond
 	}
 	if f.TimeoutMs != nil {
-		if *f.TimeoutMs < 0 || time.Duration(*f.TimeoutMs)*time.Millisecond > drive.MaxSettleTimeout {
-			return r, fieldError("timeout_ms", "%d: use 0 to %d", *f.TimeoutMs, drive.MaxSettleTimeout.Milliseconds())
+		if r.SettleTimeout, err = millis("timeout_ms", int64(*f.TimeoutMs), drive.MaxSettleTimeout, "0"); err != nil {
+			return r, err
 		}
-		r.SettleTimeout = time.Duration(*f.TimeoutMs) * time.Millisecond
 	}
 	if f.ReactionMs != nil {
-		if *f.ReactionMs < 0 || time.Duration(*f.ReactionMs)*time.Millisecond > drive.MaxReaction {
-			return r, fieldError("reaction_ms", "%d: use 0 (do not wait for a reaction) to %d", *f.ReactionMs, drive.MaxReaction.Milliseconds())
+		if r.Reaction, err = millis("reaction_ms", int64(*f.ReactionMs), drive.MaxReaction, "0 (do not wait for a reaction)"); err != nil {
+			return r, err
 		}
-		r.Reaction = time.Duration(*f.ReactionMs) * time.Millisecond
 	}
 	if r.Display, err = displaySize(f.DisplayWidth, f.DisplayHeight, "display_width", "display_height"); err != nil {
 		return r, err
@@ -106,6 +103,15 @@ func imageFormat(s, field string) (screenshot.Format, error) {
 		return screenshot.JPEG, nil
 	}
 	return "", fieldError(field, "%q: use png or jpeg", s)
+}
+
+// millis converts a count of milliseconds, 0 (described by zero) to
+// limit, checked before the conversion so no count wraps around.
+func millis(field string, ms int64, limit time.Duration, zero string) (time.Duration, error) {
+	if ms < 0 || ms > limit.Milliseconds() {
+		return 0, fieldError(field, "%d: use %s to %d", ms, zero, limit.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 func fieldError(field, format string, args ...any) *input.ValidationError {

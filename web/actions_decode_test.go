@@ -32,6 +32,11 @@ func TestDecodeBatchRequest(t *testing.T) {
 		`{"actions": [{"x": 1}]}`:     "actions[0].action",
 		`{"actions": 5}`:              "actions",
 		`{"actions": [], "bogus": 1}`: "bogus",
+		// Counts that would wrap around once made durations.
+		`{"actions": [{"action": "screenshot"}], "settle_ms": 9223372036855}`:   "settle_ms",
+		`{"actions": [{"action": "screenshot"}], "timeout_ms": 9223372036855}`:  "timeout_ms",
+		`{"actions": [{"action": "screenshot"}], "reaction_ms": 9223372036855}`: "reaction_ms",
+		`{"actions": [{"action": "screenshot"}], "settle_ms": -1}`:              "settle_ms",
 	} {
 		_, err := decodeBatchRequest([]byte(body))
 		var ve *input.ValidationError
@@ -136,4 +141,15 @@ func FuzzDecodeAnthropicBody(f *testing.F) {
 			t.Fatalf("accepted %+v", call)
 		}
 	})
+}
+
+func TestMsParamRefusesCountsThatWrap(t *testing.T) {
+	for _, v := range []string{"9223372036855", "-9223372036855", "99999999999999999999", "1.5", "x"} {
+		if d, err := msParam(v, 0, 0, time.Minute); err == nil {
+			t.Errorf("msParam(%q) = %v, want an error", v, d)
+		}
+	}
+	if d, err := msParam("250", 0, 0, time.Minute); err != nil || d != 250*time.Millisecond {
+		t.Errorf("msParam(250) = %v, %v", d, err)
+	}
 }

@@ -100,15 +100,15 @@ func msParam(v string, def, lo, hi time.Duration) (time.Duration, error) {
 	if v == "" {
 		return def, nil
 	}
-	n, err := strconv.Atoi(v)
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a whole number of milliseconds", v)
 	}
-	d := time.Duration(n) * time.Millisecond
-	if d < lo || d > hi {
+	// Checked before the conversion, which could wrap around.
+	if n < lo.Milliseconds() || n > hi.Milliseconds() {
 		return 0, fmt.Errorf("%d ms: use %d to %d", n, lo.Milliseconds(), hi.Milliseconds())
 	}
-	return d, nil
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // vncSocket relays RFB over a WebSocket for noVNC. mode=view (the default)
