@@ -661,6 +661,17 @@ func (m *Manager) Hibernate(ctx context.Context, id string) (Desktop, error) {
 
 // Wake restores a hibernated desktop.
 func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
+	// A woken desktop holds memory again: it reserves like a create, and
+	// holds the reservation until its record says running (and counts).
+	if e, err := m.lookup(id); err == nil {
+		if d := e.snapshot(); d.State == StateHibernated {
+			release, err := m.reserve(1, d.Resources.MemoryMiB)
+			if err != nil {
+				return d, fmt.Errorf("wake %s: %w", id, err)
+			}
+			defer release()
+		}
+	}
 	return m.transition(ctx, id, "wake", StateRunning, func(e *entry) error {
 		d := e.snapshot()
 		if d.State != StateHibernated {

@@ -2,6 +2,7 @@ package desktop_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -182,4 +183,43 @@ func TestConcurrentMixedCalls(t *testing.T) {
 		t.Errorf("snapshots left: %v, want only golden", names)
 	}
 	_ = fmt.Sprint()
+}
+
+// A wake reserves like a create: with a cap of 2, hibernate one, create
+// another, and the wake is refused (it left 3 holding memory before), and
+// the desktop stays hibernated, ready to wake once there is room.
+func TestWakeReservesUnderTheCaps(t *testing.T) {
+	f, cat := fakeSetup(t)
+	limits := desktop.DefaultLimits()
+	limits.MaxDesktops = 2
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: limits})
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	if _, err := m.Hibernate(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	third, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.Wake(ctx, ids[0])
+	if !errors.Is(err, desktop.ErrCapacity) {
+		t.Fatalf("wake past the cap: %v, want ErrCapacity", err)
+	}
+	if d.State != desktop.StateHibernated || f.Live() != 2 {
+		t.Fatalf("after the refused wake: state %s, %d machines live", d.State, f.Live())
+	}
+	if err := m.Delete(ctx, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := m.Wake(ctx, ids[0]); err != nil || d.State != desktop.StateRunning {
+		t.Fatalf("wake with room: %s %v", d.State, err)
+	}
 }

@@ -123,7 +123,16 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 		return err
 	}
 	defer os.Remove(a.cfg.AddressFile())
-	srv := &http.Server{Handler: a.Web.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Headers are bounded in time and size for everyone; a request's body
+	// and answer are not bounded server-wide (file transfers, exec streams
+	// and WebSockets last as long as they need), but only after the token
+	// in the headers has been checked. Idle keep-alive connections close.
+	srv := &http.Server{
+		Handler:           a.Web.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
+	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	go a.Manager.Run(runCtx)
