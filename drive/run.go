@@ -33,6 +33,10 @@ type Request struct {
 	// Display is the declared coordinate space of the batch and its
 	// pictures (a model's scaled screenshot); zero means native pixels.
 	Display image.Point
+	// NoUpscale refuses a Display larger than the screen (the answer's
+	// picture would be upscaled: hundreds of MiB for nothing): set for
+	// every token but the daemon's.
+	NoUpscale bool
 	// Screenshot asks for a trailing screenshot whatever the last action.
 	Screenshot bool
 	// Settle is how long the screen must stay unchanged before the
@@ -121,6 +125,9 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	native, err := s.ScreenSize(id)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if req.NoUpscale && (req.Display.X > native.X || req.Display.Y > native.Y) {
+		return Outcome{}, fieldError("display_width", "%dx%d is larger than the %dx%d screen: declare the screen's size or less (only the daemon's token may ask for an upscaled picture)", req.Display.X, req.Display.Y, native.X, native.Y)
 	}
 	out := Outcome{Space: spaceOf(native, req.Display)}
 	runner := dk.runner

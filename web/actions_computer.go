@@ -26,9 +26,6 @@ import (
 // the space is the native screen.
 
 func (s *Server) postAnthropic(c *gin.Context) {
-	if !mayDrive(c) {
-		return
-	}
 	body, ok := readBody(c)
 	if !ok {
 		return
@@ -51,6 +48,7 @@ func (s *Server) postAnthropic(c *gin.Context) {
 		return
 	}
 	spec.Batch, spec.Screenshot = call.Batch, call.WantsScreenshot()
+	spec.NoUpscale = !isDaemon(c)
 	out, err := s.cfg.Drive.Run(c.Request.Context(), c.Param("id"), spec)
 	if err == nil {
 		err = out.Err
@@ -96,9 +94,6 @@ func decodeAnthropicBody(body []byte) (input.AnthropicCall, string, error) {
 }
 
 func (s *Server) postOpenAI(c *gin.Context) {
-	if !mayDrive(c) {
-		return
-	}
 	body, ok := readBody(c)
 	if !ok {
 		return
@@ -132,6 +127,7 @@ func (s *Server) postOpenAI(c *gin.Context) {
 	}
 	// A computer_call_output always carries the screenshot after the call.
 	spec.Batch, spec.Screenshot = call.Batch, true
+	spec.NoUpscale = !isDaemon(c)
 	out, err := s.cfg.Drive.Run(c.Request.Context(), c.Param("id"), spec)
 	if err == nil {
 		err = out.Err

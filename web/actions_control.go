@@ -49,6 +49,9 @@ type controlSession struct {
 	ws  *websocket.Conn
 	id  string
 	out chan api.ControlReply
+	// What the token that opened the socket reaches: exec needs a shell
+	// role, an upscaled picture the daemon's token.
+	shell, noUpscale bool
 
 	batches chan controlBatch
 	execs   chan struct{} // semaphore
@@ -65,9 +68,6 @@ type controlBatch struct {
 }
 
 func (s *Server) controlSocket(c *gin.Context) {
-	if !mayDrive(c) {
-		return
-	}
 	id := c.Param("id")
 	d, err := s.cfg.Manager.Get(id)
 	if err != nil {
@@ -85,12 +85,15 @@ func (s *Server) controlSocket(c *gin.Context) {
 	}
 	defer ws.Close()
 	ws.SetReadLimit(controlReadMax)
+	g, perDesktop := grantOf(c)
 	sess := &controlSession{
 		s: s, ws: ws, id: id,
-		out:      make(chan api.ControlReply, controlOut),
-		batches:  make(chan controlBatch, controlQueue),
-		execs:    make(chan struct{}, controlExecs),
-		inFlight: map[string]context.CancelFunc{},
+		shell:     !perDesktop || roleLevel[g.role] >= needShell,
+		noUpscale: perDesktop,
+		out:       make(chan api.ControlReply, controlOut),
+		batches:   make(chan controlBatch, controlQueue),
+		execs:     make(chan struct{}, controlExecs),
+		inFlight:  map[string]context.CancelFunc{},
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
@@ -225,6 +228,7 @@ func (cs *controlSession) dispatch(ctx context.Context, data []byte) {
 			cs.reject(ctx, env.ID, err)
 			return
 		}
+		req.NoUpscale = cs.noUpscale
 		select {
 		case cs.batches <- controlBatch{id: env.ID, req: req, ctx: rctx}:
 		default:
@@ -232,6 +236,12 @@ func (cs *controlSession) dispatch(ctx context.Context, data []byte) {
 			cs.send(ctx, api.ControlReply{ID: env.ID, Type: "error", Status: http.StatusTooManyRequests,
 				Error: &api.ErrorBody{Code: "busy", Message: fmt.Sprintf("%d batches are waiting on this connection: wait for answers before sending more", controlQueue)}})
 		}
+		return
+	}
+	if !cs.shell {
+		cs.finish(env.ID)
+		cs.send(ctx, api.ControlReply{ID: env.ID, Type: "error", Status: http.StatusForbidden,
+			Error: &api.ErrorBody{Code: "forbidden", Message: "this token cannot run commands: exec needs a shell token"}})
 		return
 	}
 	var er struct {

@@ -24,8 +24,14 @@ type controlConn struct {
 
 func (h *actHarness) control(t *testing.T) *controlConn {
 	t.Helper()
+	return h.controlAs(t, actToken)
+}
+
+// controlAs opens the control WebSocket with a token.
+func (h *actHarness) controlAs(t *testing.T, token string) *controlConn {
+	t.Helper()
 	url := "ws" + strings.TrimPrefix(h.srv.URL, "http") + h.path("/control")
-	hdr := http.Header{"Authorization": {"Bearer " + actToken}}
+	hdr := http.Header{"Authorization": {"Bearer " + token}}
 	d := websocket.Dialer{Subprotocols: []string{"warmdesk.v1"}}
 	ws, resp, err := d.Dial(url, hdr)
 	if err != nil {

@@ -103,9 +103,6 @@ func failWith(c *gin.Context, err error) {
 }
 
 func (s *Server) postActions(c *gin.Context) {
-	if !mayDrive(c) {
-		return
-	}
 	body, ok := readBody(c)
 	if !ok {
 		return
@@ -115,6 +112,7 @@ func (s *Server) postActions(c *gin.Context) {
 		failWith(c, err)
 		return
 	}
+	req.NoUpscale = !isDaemon(c)
 	out, err := s.cfg.Drive.Run(c.Request.Context(), c.Param("id"), req)
 	if err != nil {
 		failWith(c, err)

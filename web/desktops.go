@@ -79,9 +79,6 @@ func (s *Server) listDesktops(c *gin.Context) {
 }
 
 func (s *Server) createDesktop(c *gin.Context) {
-	if !s.daemonOnly(c) {
-		return
-	}
 	var req api.CreateDesktop
 	if !decodeJSON(c, &req) {
 		return
@@ -109,9 +106,6 @@ func (s *Server) getDesktop(c *gin.Context) {
 }
 
 func (s *Server) deleteDesktop(c *gin.Context) {
-	if !s.daemonOnly(c) {
-		return
-	}
 	if err := s.cfg.Manager.Delete(c.Request.Context(), c.Param("id")); err != nil {
 		fail(c, err)
 		return
@@ -127,9 +121,6 @@ func (s *Server) desktopOp(op string) gin.HandlerFunc {
 
 func (s *Server) runOp(c *gin.Context, op string) {
 	id := c.Param("id")
-	if !s.daemonOnly(c) {
-		return
-	}
 	ctx := c.Request.Context()
 	m := s.cfg.Manager
 	var (

@@ -15,10 +15,10 @@ import (
 )
 
 func (s *Server) networkRoutes(g *gin.RouterGroup) {
-	g.GET("/desktops/:id/network", s.getNetwork)
-	g.PUT("/desktops/:id/network", s.putNetwork)
-	g.Any("/desktops/:id/ports/:port", s.portProxy)
-	g.Any("/desktops/:id/ports/:port/*path", s.portProxy)
+	g.GET("/desktops/:id/network", need(needView), s.getNetwork)
+	g.PUT("/desktops/:id/network", need(needDaemon), s.putNetwork)
+	g.Any("/desktops/:id/ports/:port", need(needControl), s.portProxy)
+	g.Any("/desktops/:id/ports/:port/*path", need(needControl), s.portProxy)
 }
 
 func (s *Server) getNetwork(c *gin.Context) {
@@ -33,9 +33,6 @@ func (s *Server) getNetwork(c *gin.Context) {
 // putNetwork replaces the egress policy; the guest's next connection is
 // decided by it. Only the daemon's token may widen what a guest reaches.
 func (s *Server) putNetwork(c *gin.Context) {
-	if !s.daemonOnly(c) {
-		return
-	}
 	var p netpolicy.Policy
 	if !decodeJSON(c, &p) {
 		return
@@ -52,9 +49,6 @@ func (s *Server) putNetwork(c *gin.Context) {
 // guest: /v1/desktops/ID/ports/3000/x reaches the guest's
 // http://localhost:3000/x. hostd's credentials are not passed on.
 func (s *Server) portProxy(c *gin.Context) {
-	if !mayDrive(c) {
-		return
-	}
 	id := c.Param("id")
 	port, err := strconv.Atoi(c.Param("port"))
 	if err != nil {

@@ -32,11 +32,33 @@ func (s *Server) screenshot(c *gin.Context) {
 		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
 		return
 	}
+	if !s.mayScale(c, opts) {
+		return
+	}
 	scr, ok := s.liveScreen(c)
 	if !ok {
 		return
 	}
 	s.sendShot(c, scr, opts, nil)
+}
+
+// mayScale refuses a picture larger than the screen to any token but the
+// daemon's: an upscaled 8192x8192 PNG costs hundreds of MiB and seconds of
+// CPU per request and shows nothing more.
+func (s *Server) mayScale(c *gin.Context, opts screenshot.Options) bool {
+	if isDaemon(c) || (opts.Width == 0 && opts.Height == 0) {
+		return true
+	}
+	native, err := s.cfg.Drive.ScreenSize(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return false
+	}
+	if opts.Width > native.X || opts.Height > native.Y {
+		badRequest(c, "width", fmt.Sprintf("%dx%d is larger than the %dx%d screen: ask for its size or less (only the daemon's token may have a picture upscaled)", opts.Width, opts.Height, native.X, native.Y))
+		return false
+	}
+	return true
 }
 
 // screenshotSettled waits for the screen to stop changing, then captures.
@@ -57,6 +79,9 @@ func (s *Server) screenshotSettled(c *gin.Context) {
 	opts, err := screenshot.ParseOptions(q)
 	if err != nil {
 		fail(c, fmt.Errorf("%w: %w", desktop.ErrInvalid, err))
+		return
+	}
+	if !s.mayScale(c, opts) {
 		return
 	}
 	scr, ok := s.liveScreen(c)

@@ -55,25 +55,26 @@ func New(cfg Config) *Server {
 	s.pages(s.engine)
 
 	v1 := s.engine.Group("/v1", s.auth)
-	v1.GET("/desktops", s.listDesktops)
-	v1.POST("/desktops", s.createDesktop)
-	v1.GET("/desktops/:id", s.getDesktop)
-	v1.DELETE("/desktops/:id", s.deleteDesktop)
+	v1.GET("/desktops", need(needView), s.listDesktops) // a per-desktop token sees its own
+	v1.POST("/desktops", need(needDaemon), s.createDesktop)
+	v1.GET("/desktops/:id", need(needView), s.getDesktop)
+	v1.DELETE("/desktops/:id", need(needDaemon), s.deleteDesktop)
 	for _, op := range []string{"pause", "resume", "hibernate", "wake", "fork", "snapshot"} {
-		v1.POST("/desktops/:id/"+op, s.desktopOp(op))
+		v1.POST("/desktops/:id/"+op, need(needDaemon), s.desktopOp(op))
 	}
-	v1.GET("/desktops/:id/screenshot", s.screenshot)
-	v1.GET("/desktops/:id/screenshot/settled", s.screenshotSettled)
-	v1.GET("/desktops/:id/vnc", s.vncSocket)
-	v1.POST("/desktops/:id/vnc/tcp", s.openVNCListener)
-	v1.DELETE("/desktops/:id/vnc/tcp", s.closeVNCListener)
-	v1.GET("/snapshots", s.listSnapshots)
-	v1.GET("/snapshots/:name", s.getSnapshot)
-	v1.DELETE("/snapshots/:name", s.deleteSnapshot)
-	v1.GET("/events", s.eventStream)
+	v1.GET("/desktops/:id/screenshot", need(needView), s.screenshot)
+	v1.GET("/desktops/:id/screenshot/settled", need(needView), s.screenshotSettled)
+	v1.GET("/desktops/:id/vnc", need(needView), s.vncSocket) // mode=control needs control
+	v1.POST("/desktops/:id/vnc/tcp", need(needDaemon), s.openVNCListener)
+	v1.DELETE("/desktops/:id/vnc/tcp", need(needDaemon), s.closeVNCListener)
+	// Snapshots list which desktops they came from: the host's business.
+	v1.GET("/snapshots", need(needDaemon), s.listSnapshots)
+	v1.GET("/snapshots/:name", need(needDaemon), s.getSnapshot)
+	v1.DELETE("/snapshots/:name", need(needDaemon), s.deleteSnapshot)
+	v1.GET("/events", need(needView), s.eventStream) // a per-desktop token sees its own
 	s.actionRoutes(v1)
 	s.networkRoutes(v1)
-	s.engine.GET("/metrics", s.auth, gin.WrapH(cfg.Metrics.Handler()))
+	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }
 

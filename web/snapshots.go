@@ -53,9 +53,6 @@ func (s *Server) getSnapshot(c *gin.Context) {
 }
 
 func (s *Server) deleteSnapshot(c *gin.Context) {
-	if !s.daemonOnly(c) {
-		return
-	}
 	if err := s.cfg.Manager.RemoveSnapshot(c.Param("name")); err != nil {
 		fail(c, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -16,10 +17,11 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 )
 
-// Roles of a per-desktop token.
+// Roles of a per-desktop token; they nest (see access).
 const (
 	RoleView    = "view"    // watch: screenshots, view-only VNC, events
-	RoleControl = "control" // watch and drive: input, VNC with input
+	RoleControl = "control" // watch and drive: input, VNC with input, pasting
+	RoleShell   = "shell"   // and act inside the guest: exec, files, the clipboard
 )
 
 // grant is what a per-desktop token allows.
@@ -42,16 +44,34 @@ func grantOf(c *gin.Context) (grant, bool) {
 
 // viewTokens issues and checks per-desktop tokens. They are signed, not
 // stored: "wdt1.DESKTOP.ROLE.EXPIRY.MAC", with an HMAC under a key made when
-// the server starts, so they die with the process and need no cleanup.
+// the server starts (so they die with the process and need no cleanup)
+// and the desktop's generation, which revoke advances: every token issued
+// for the desktop before then stops working, and no other desktop's.
 type viewTokens struct {
 	key []byte
 	now func() time.Time
+
+	mu   sync.Mutex
+	gens map[string]uint64
 }
 
 func newViewTokens() *viewTokens {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &viewTokens{key: key, now: time.Now}
+	return &viewTokens{key: key, now: time.Now, gens: map[string]uint64{}}
+}
+
+// revoke ends every token issued so far for a desktop.
+func (v *viewTokens) revoke(desktop string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.gens[desktop]++
+}
+
+func (v *viewTokens) generation(desktop string) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.gens[desktop]
 }
 
 // MaxTokenTTL bounds a per-desktop token's life.
@@ -60,12 +80,13 @@ const MaxTokenTTL = 24 * time.Hour
 func (v *viewTokens) issue(desktop, role string, ttl time.Duration) (string, time.Time) {
 	exp := v.now().Add(ttl).Truncate(time.Second)
 	payload := "wdt1." + desktop + "." + role + "." + strconv.FormatInt(exp.Unix(), 10)
-	return payload + "." + v.mac(payload), exp
+	return payload + "." + v.mac(payload, v.generation(desktop)), exp
 }
 
-func (v *viewTokens) mac(payload string) string {
+func (v *viewTokens) mac(payload string, gen uint64) string {
 	h := hmac.New(sha256.New, v.key)
 	h.Write([]byte(payload))
+	h.Write([]byte("." + strconv.FormatUint(gen, 10)))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -76,7 +97,7 @@ func (v *viewTokens) check(tok, id string) (grant, bool) {
 		return grant{}, false
 	}
 	payload := strings.Join(parts[:4], ".")
-	if !hmac.Equal([]byte(parts[4]), []byte(v.mac(payload))) {
+	if !hmac.Equal([]byte(parts[4]), []byte(v.mac(payload, v.generation(parts[1])))) {
 		return grant{}, false
 	}
 	unix, err := strconv.ParseInt(parts[3], 10, 64)
@@ -86,31 +107,13 @@ func (v *viewTokens) check(tok, id string) (grant, bool) {
 	if id != "" && parts[1] != id {
 		return grant{}, false
 	}
-	if parts[2] != RoleView && parts[2] != RoleControl {
+	if _, ok := roleLevel[parts[2]]; !ok {
 		return grant{}, false
 	}
 	return grant{desktop: parts[1], role: parts[2], expires: time.Unix(unix, 0)}, true
 }
 
-// daemonOnly refuses requests authorised by a per-desktop token.
-func (s *Server) daemonOnly(c *gin.Context) bool {
-	if _, ok := grantOf(c); ok {
-		abort(c, http.StatusForbidden, "forbidden", "this needs the daemon's token; a per-desktop token only watches or drives its desktop", "")
-		return false
-	}
-	return true
-}
-
-// mayControl reports whether the request may send input.
-func mayControl(c *gin.Context) bool {
-	g, ok := grantOf(c)
-	return !ok || g.role == RoleControl
-}
-
 func (s *Server) issueToken(c *gin.Context) {
-	if !s.daemonOnly(c) {
-		return
-	}
 	id := c.Param("id")
 	if _, err := s.cfg.Manager.Get(id); err != nil {
 		fail(c, err)
@@ -120,8 +123,8 @@ func (s *Server) issueToken(c *gin.Context) {
 	if !decodeJSON(c, &req) {
 		return
 	}
-	if req.Role != RoleView && req.Role != RoleControl {
-		badRequest(c, "role", fmt.Sprintf("role %q: use %s or %s", req.Role, RoleView, RoleControl))
+	if _, ok := roleLevel[req.Role]; !ok {
+		badRequest(c, "role", fmt.Sprintf("role %q: use %s (watch), %s (watch and drive) or %s (also exec, files and the clipboard)", req.Role, RoleView, RoleControl, RoleShell))
 		return
 	}
 	ttl := time.Duration(req.TTL)
@@ -134,4 +137,16 @@ func (s *Server) issueToken(c *gin.Context) {
 	}
 	tok, exp := s.views.issue(id, req.Role, ttl)
 	c.JSON(http.StatusCreated, api.IssuedToken{Token: tok, Role: req.Role, ExpiresAt: exp, ViewerURL: "/desktops/" + id + "#token=" + tok})
+}
+
+// revokeTokens ends every per-desktop token issued so far for the desktop
+// (a share link handed to the wrong person), without a restart.
+func (s *Server) revokeTokens(c *gin.Context) {
+	id := c.Param("id")
+	if _, err := s.cfg.Manager.Get(id); err != nil {
+		fail(c, err)
+		return
+	}
+	s.views.revoke(id)
+	c.Status(http.StatusNoContent)
 }

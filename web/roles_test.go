@@ -1,0 +1,142 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"image"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// token issues a per-desktop token through the API.
+func (h *actHarness) token(t *testing.T, role string) string {
+	t.Helper()
+	status, body := h.do("POST", h.path("/tokens"), fmt.Sprintf(`{"role": %q}`, role))
+	if status != http.StatusCreated {
+		t.Fatalf("issue a %s token: %d %s", role, status, body)
+	}
+	var tok struct{ Token, Role string }
+	if err := json.Unmarshal(body, &tok); err != nil || tok.Role != role {
+		t.Fatalf("issued %s: %v", body, err)
+	}
+	return tok.Token
+}
+
+// as sends a request with a token and returns the status and body.
+func (h *actHarness) as(t *testing.T, token, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// A control link drives but is no shell: exec over the control socket is
+// refused as over HTTP, while a shell token runs it.
+func TestControlTokenCannotExecOverTheControlSocket(t *testing.T) {
+	h := newActHarness(t)
+	c := h.controlAs(t, h.token(t, "control"))
+	if m := c.next(); m.Type != "hello" {
+		t.Fatalf("first message %+v", m)
+	}
+	c.send(`{"id": "x", "type": "exec", "shell": "true"}`)
+	if m := c.next(); m.ID != "x" || m.Status != http.StatusForbidden || m.Error == nil || !strings.Contains(m.Error.Message, "shell token") {
+		t.Fatalf("exec with a control token: %+v", m)
+	}
+	c.send(`{"id": "a", "type": "actions", "actions": [{"action": "move", "x": 1, "y": 1}]}`)
+	if m := c.next(); m.ID != "a" || m.Error != nil {
+		t.Fatalf("a batch with a control token: %+v", m)
+	}
+	s := h.controlAs(t, h.token(t, "shell"))
+	s.next()
+	s.send(`{"id": "y", "type": "exec", "shell": "true"}`)
+	for {
+		m := s.next()
+		if m.ID == "y" && m.Status == http.StatusForbidden {
+			t.Fatalf("exec with a shell token refused: %+v", m)
+		}
+		if m.ID == "y" && (m.Type == "exec.exit" || m.Type == "result" || m.Type == "error") {
+			break
+		}
+	}
+}
+
+// Revoking a desktop's tokens ends every link issued so far for it at
+// once; a token issued after works.
+func TestRevokeEndsTheDesktopsTokens(t *testing.T) {
+	h := newActHarness(t)
+	view, shell := h.token(t, "view"), h.token(t, "shell")
+	for _, tok := range []string{view, shell} {
+		if status, body := h.as(t, tok, "GET", h.path(""), ""); status != http.StatusOK {
+			t.Fatalf("before revoking: %d %s", status, body)
+		}
+	}
+	if status, body := h.as(t, view, "DELETE", h.path("/tokens"), ""); status != http.StatusForbidden {
+		t.Fatalf("a view token revoked tokens: %d %s", status, body)
+	}
+	if status, body := h.do("DELETE", h.path("/tokens"), ""); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	for _, tok := range []string{view, shell} {
+		if status, _ := h.as(t, tok, "GET", h.path(""), ""); status != http.StatusUnauthorized {
+			t.Fatalf("a revoked token answered %d, want 401", status)
+		}
+	}
+	if status, body := h.as(t, h.token(t, "view"), "GET", h.path(""), ""); status != http.StatusOK {
+		t.Fatalf("a token issued after revoking: %d %s", status, body)
+	}
+	if status, _ := h.do("DELETE", "/v1/desktops/d-nosuchdesktop/tokens", ""); status != http.StatusNotFound {
+		t.Fatalf("revoking an unknown desktop's tokens: %d, want 404", status)
+	}
+}
+
+// Only the daemon's token may have a picture upscaled past the screen.
+func TestOnlyTheDaemonUpscales(t *testing.T) {
+	h := newActHarness(t)
+	view := h.token(t, "view")
+	screen := h.screenSize(t)
+	big := fmt.Sprintf("/screenshot?width=%d&height=%d", 2*screen.X, 2*screen.Y)
+	if code, body := h.as(t, view, "GET", h.path(big), ""); code != http.StatusBadRequest || !strings.Contains(body, "larger than") {
+		t.Fatalf("an upscaled screenshot with a view token: %d %s", code, body)
+	}
+	if code, body := h.as(t, view, "GET", h.path(fmt.Sprintf("/screenshot?width=%d", screen.X/2)), ""); code != http.StatusOK {
+		t.Fatalf("a smaller screenshot with a view token: %d %s", code, body)
+	}
+	if code, body := h.as(t, actToken, "GET", h.path(big), ""); code != http.StatusOK {
+		t.Fatalf("an upscaled screenshot with the daemon's token: %d %s", code, body)
+	}
+	control := h.token(t, "control")
+	q := fmt.Sprintf("?display_width_px=%d&display_height_px=%d", 2*screen.X, 2*screen.Y)
+	if code, body := h.as(t, control, "POST", h.path("/computer/anthropic"+q), `{"action": "screenshot"}`); code != http.StatusBadRequest || !strings.Contains(body, "larger than") {
+		t.Fatalf("an upscaled display with a control token: %d %s", code, body)
+	}
+}
+
+// screenSize is the desktop's native screen, from a screenshot's headers.
+func (h *actHarness) screenSize(t *testing.T) image.Point {
+	t.Helper()
+	req, _ := http.NewRequest("GET", h.srv.URL+h.path("/screenshot"), nil)
+	req.Header.Set("Authorization", "Bearer "+actToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	w, _ := strconv.Atoi(resp.Header.Get("X-Screen-Width"))
+	hgt, _ := strconv.Atoi(resp.Header.Get("X-Screen-Height"))
+	if w == 0 || hgt == 0 {
+		t.Fatalf("screenshot without a screen size: %d %v", resp.StatusCode, resp.Header)
+	}
+	return image.Pt(w, hgt)
+}
