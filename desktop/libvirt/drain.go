@@ -30,10 +30,12 @@ import (
 // everything stale with guest-sync-delimited once the guest runs, as the
 // QEMU driver's agent does, and lets go; then QEMU accepts libvirt.
 
-// drainTimeout bounds the drain, which holds agent calls back: a guest
-// without an agent answers nothing, and then libvirt gets the socket as it
-// is. A drain takes about 0.15 s under TCG here.
-const drainTimeout = 5 * time.Second
+// drainTimeout bounds the drain, which holds agent calls (and a pause)
+// back: a guest without an agent answers nothing, and then libvirt gets the
+// socket as it is. A drain takes about 0.15 s under TCG here, seconds on a
+// loaded host; one given up on while the guest runs leaves its answer to
+// reach libvirt, so the bound is generous.
+const drainTimeout = 10 * time.Second
 
 // claimAgent connects to the agent's socket of a domain that has not run
 // yet since its restore. It returns nil when that is not possible (the
@@ -59,6 +61,26 @@ func (m *Machine) claimAgent(ctx context.Context) net.Conn {
 		return nil
 	}
 	return c
+}
+
+// awaitDrain waits for the drain of a just-restored domain's agent to end
+// before the domain is stopped. A pause would hold the guest's answer to
+// the drain's sync back until the drain gave up and let libvirt connect;
+// the answer, arriving later, would reach libvirt, which takes it as fatal
+// (seen in CI: a desktop paused right after its create never had an agent
+// again). The drain is bounded by drainTimeout.
+func (m *Machine) awaitDrain(ctx context.Context) error {
+	m.agent.mu.Lock()
+	drained := m.agent.drained
+	m.agent.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-m.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the guest agent's drain: %w", ctx.Err())
+	}
 }
 
 // drainAgentAsync drains c in the background (the answer comes once the

@@ -245,6 +245,9 @@ func (m *Machine) state(ctx context.Context) (golibvirt.DomainState, error) {
 
 // Pause suspends the domain; its RAM stays.
 func (m *Machine) Pause(ctx context.Context) error {
+	if err := m.awaitDrain(ctx); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
 	dom := m.domain()
 	if err := do(ctx, m.drv.conn, func(l *golibvirt.Libvirt) error { return l.DomainSuspend(dom) }); err != nil {
 		return fmt.Errorf("pause: %w", err)
