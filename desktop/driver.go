@@ -31,6 +31,25 @@ type Driver interface {
 	Cleanup(ctx context.Context, record json.RawMessage) error
 }
 
+// Sweeper is implemented by drivers that can find their machines without
+// a record: a crash between starting a machine and recording it (a create
+// takes a pool machine, then restores, then records) leaves a running
+// hypervisor that nothing else would end.
+type Sweeper interface {
+	// Sweep ends every desktop machine of this driver that none of the
+	// records in owned names, removes its files, and reports the names of
+	// what it swept.
+	Sweep(ctx context.Context, owned []json.RawMessage) ([]string, error)
+}
+
+// Stopper is implemented by machines that can tell whether their CPUs are
+// stopped: a fork or a snapshot stops its source for a moment, and a crash
+// of hostd then leaves it stopped while its record says running; recovery
+// resumes it.
+type Stopper interface {
+	Stopped(ctx context.Context) (bool, error)
+}
+
 // Warmer is implemented by drivers that keep pre-spawned machines per
 // snapshot, so a create is only the restore.
 type Warmer interface {

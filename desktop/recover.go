@@ -2,6 +2,8 @@ package desktop
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"fmt"
 	"time"
 )
@@ -18,6 +20,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, d := range records {
 		m.recoverOne(ctx, d)
 	}
+	m.sweep(ctx)
 	if err := m.catalog.CleanDrafts(); err != nil {
 		m.log.Warn("clean snapshot drafts", "err", err)
 	}
@@ -84,6 +87,9 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 			break
 		}
 		e.m = mach
+		if d.State == StateRunning {
+			m.resumeStopped(ctx, mach, log)
+		}
 		m.mu.Lock()
 		m.desktops[d.ID] = e
 		m.mu.Unlock()
@@ -176,4 +182,46 @@ func (m *Manager) expireDue(ctx context.Context) time.Time {
 		}
 	}
 	return next
+}
+
+// sweep asks a sweeping driver to end the machines no record owns (run
+// before the pools warm, so none of theirs is in flight).
+func (m *Manager) sweep(ctx context.Context) {
+	sw, ok := m.drv.(Sweeper)
+	if !ok {
+		return
+	}
+	var owned []json.RawMessage
+	m.mu.Lock()
+	for _, e := range m.desktops {
+		if d := e.snapshot(); len(d.Machine) > 0 {
+			owned = append(owned, d.Machine)
+		}
+	}
+	m.mu.Unlock()
+	swept, err := sw.Sweep(ctx, owned)
+	if err != nil {
+		m.log.Warn("sweep machines no record owns", "err", err)
+	}
+	if len(swept) > 0 {
+		m.log.Warn("ended machines no desktop record owned (a crash left them)", "machines", swept)
+	}
+}
+
+// resumeStopped continues a machine whose record says running but whose
+// CPUs are stopped: a fork or snapshot of it was cut short by a crash.
+func (m *Manager) resumeStopped(ctx context.Context, mach Machine, log *slog.Logger) {
+	st, ok := mach.(Stopper)
+	if !ok {
+		return
+	}
+	stopped, err := st.Stopped(ctx)
+	if err != nil || !stopped {
+		return
+	}
+	if err := mach.Resume(ctx); err != nil {
+		log.Warn("a desktop a crash left stopped does not resume", "err", err)
+		return
+	}
+	log.Warn("resumed a desktop a crash left stopped (a fork or snapshot of it was cut short)")
 }

@@ -70,6 +70,8 @@ var checks = []check{
 	{"CapacityRefusedWhole", capacity},
 	{"KilledMachineFails", killed},
 	{"RestartFindsDesktops", restart},
+	{"RestartEndsUnrecordedMachines", restartSweeps},
+	{"RestartResumesAStoppedDesktop", restartResumes},
 	{"ConcurrentMixedCalls", concurrentMixedCalls},
 	{"InputReachesMachine", inputReachesMachine},
 	{"GuestAgentAnswers", guestAgentAnswers},

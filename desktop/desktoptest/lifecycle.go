@@ -268,3 +268,60 @@ func restart(t *testing.T, h Harness) {
 		e.remove(t, id)
 	}
 }
+
+// A machine started but never recorded (hostd killed between a create's
+// restore and its record) is ended by the next start, and recorded
+// desktops are not touched.
+func restartSweeps(t *testing.T, h Harness) {
+	e := open(t, h)
+	if _, ok := e.drv.(desktop.Sweeper); !ok {
+		t.Skip("the driver keeps no machines a record does not name")
+	}
+	kept := e.create(t)
+	snap, err := e.catalog.Get(h.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := e.drv.Restore(e.ctx(t), desktop.RestoreSpec{ID: desktop.NewID("d-"), Snapshot: snap})
+	if err != nil {
+		t.Fatalf("restore without a record: %v", err)
+	}
+	record := orphan.Record()
+	e.restart(t)
+	select {
+	case <-orphan.Exited():
+	case <-time.After(h.Timeout):
+		t.Fatal("the machine no record names still runs after a restart")
+	}
+	if h.Gone != nil && !h.Gone(t, record) {
+		t.Error("the unrecorded machine's files remain after a restart")
+	}
+	if d, err := e.mgr.Get(kept.ID); err != nil || d.State != desktop.StateRunning {
+		t.Fatalf("the recorded desktop after the sweep: %v %v", d.State, err)
+	}
+	e.screenOK(t, kept.ID)
+	e.remove(t, kept.ID)
+}
+
+// A desktop whose record says running but whose CPUs a crash left stopped
+// (mid-fork, mid-snapshot) runs again after a restart.
+func restartResumes(t *testing.T, h Harness) {
+	e := open(t, h)
+	d := e.create(t)
+	mach, _, err := e.mgr.Machine(e.ctx(t), d.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mach.(desktop.Stopper); !ok {
+		t.Skip("the driver's machines cannot say whether they are stopped")
+	}
+	if err := mach.Pause(e.ctx(t)); err != nil { // behind the Manager's back, as a cut-short fork leaves it
+		t.Fatal(err)
+	}
+	e.restart(t)
+	if got, _ := e.mgr.Get(d.ID); got.State != desktop.StateRunning {
+		t.Fatalf("after restart the desktop is %s, want running", got.State)
+	}
+	e.guestAlive(t, d.ID)
+	e.remove(t, d.ID)
+}

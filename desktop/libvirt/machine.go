@@ -243,6 +243,13 @@ func (m *Machine) state(ctx context.Context) (golibvirt.DomainState, error) {
 	return golibvirt.DomainState(st), err
 }
 
+// Stopped says whether libvirt has the domain paused (by a pause, or by
+// a migration that ended).
+func (m *Machine) Stopped(ctx context.Context) (bool, error) {
+	st, err := m.state(ctx)
+	return st == golibvirt.DomainPaused, err
+}
+
 // Pause suspends the domain; its RAM stays.
 func (m *Machine) Pause(ctx context.Context) error {
 	if err := m.awaitDrain(ctx); err != nil {

@@ -130,6 +130,13 @@ func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
 	return qemuvm.Screendump(ctx, m.qmp, m.rec.RunDir)
 }
 
+// Stopped says whether the guest's CPUs are stopped: paused, or stopped
+// by a migration (a fork's or a snapshot's) that completed.
+func (m *Machine) Stopped(ctx context.Context) (bool, error) {
+	st, err := m.Status(ctx)
+	return st == "paused" || st == "postmigrate", err
+}
+
 // Status is QEMU's run state ("running", "paused", "inmigrate", ...).
 func (m *Machine) Status(ctx context.Context) (string, error) {
 	return qemuvm.Status(ctx, m.qmp)
