@@ -3,8 +3,8 @@ package desktop
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"time"
 )
 

@@ -42,9 +42,9 @@ func (a access) String() string {
 }
 
 // need is the middleware that refuses a token whose role does not reach
-// level. Every route under /v1 and /metrics names its level this way, in
-// one place (Server.routes), and the authorization table test holds each
-// route to it.
+// level. Every route under /v1 and /metrics names its level this way,
+// beside its path (New, actionRoutes, networkRoutes), and the
+// authorization table test (access_test.go) holds each route to it.
 func need(level access) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		g, ok := grantOf(c)
@@ -54,7 +54,7 @@ func need(level access) gin.HandlerFunc {
 		}
 		msg := fmt.Sprintf("this %s token cannot do that: it needs a %s token", g.role, level)
 		if level == needDaemon {
-			msg = fmt.Sprintf("this needs the daemon's token; a %s token only reaches its own desktop's %s routes", g.role, g.role)
+			msg = fmt.Sprintf("this needs the daemon's token; a per-desktop %s token cannot do it", g.role)
 		}
 		abort(c, http.StatusForbidden, "forbidden", msg, "")
 	}
