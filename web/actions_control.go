@@ -97,6 +97,7 @@ func (s *Server) controlSocket(c *gin.Context) {
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
+	defer s.endOnRevoke(c, cancel)()
 	// Subscribed before the hello, so no change after it goes unsaid.
 	events, stopEvents := s.cfg.Manager.Subscribe()
 	view := s.view(d)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,6 +22,9 @@ func (s *Server) eventStream(c *gin.Context) {
 	}
 	events, stop := s.cfg.Manager.Subscribe()
 	defer stop()
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	defer s.endOnRevoke(c, cancel)()
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -45,7 +49,7 @@ func (s *Server) eventStream(c *gin.Context) {
 		case <-keepalive.C:
 			fmt.Fprint(c.Writer, ": keepalive\n\n")
 			c.Writer.Flush()
-		case <-c.Request.Context().Done():
+		case <-ctx.Done():
 			return
 		}
 	}

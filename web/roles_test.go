@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // token issues a per-desktop token through the API.
@@ -139,4 +141,30 @@ func (h *actHarness) screenSize(t *testing.T) image.Point {
 		t.Fatalf("screenshot without a screen size: %d %v", resp.StatusCode, resp.Header)
 	}
 	return image.Pt(w, hgt)
+}
+
+// Revoking ends the sockets a revoked token opened, not only its next
+// request; the daemon's socket stays.
+func TestRevokeClosesTheTokensSockets(t *testing.T) {
+	h := newActHarness(t)
+	link := h.controlAs(t, h.token(t, "control"))
+	own := h.control(t)
+	link.next()
+	own.next()
+	if status, body := h.do("DELETE", h.path("/tokens"), ""); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	link.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := link.ws.ReadMessage(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the revoked token's control socket stayed open")
+			}
+			break
+		}
+	}
+	own.send(`{"id": "p", "type": "ping"}`)
+	if m := own.next(); m.ID != "p" {
+		t.Fatalf("the daemon's socket after the revoke: %+v", m)
+	}
 }

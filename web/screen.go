@@ -166,6 +166,7 @@ func (s *Server) vncSocket(c *gin.Context) {
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
+	defer s.endOnRevoke(c, cancel)()
 	if mode == "control" {
 		// Input rights end when the person hands control back.
 		stop := s.onControlChange(id, cancel)

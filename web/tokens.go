@@ -51,21 +51,39 @@ type viewTokens struct {
 	key []byte
 	now func() time.Time
 
-	mu   sync.Mutex
-	gens map[string]uint64
+	mu      sync.Mutex
+	gens    map[string]uint64
+	revoked map[string]chan struct{} // closed by revoke, for open sockets
 }
 
 func newViewTokens() *viewTokens {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &viewTokens{key: key, now: time.Now, gens: map[string]uint64{}}
+	return &viewTokens{key: key, now: time.Now, gens: map[string]uint64{}, revoked: map[string]chan struct{}{}}
 }
 
-// revoke ends every token issued so far for a desktop.
+// revoke ends every token issued so far for a desktop, and the sockets
+// they opened.
 func (v *viewTokens) revoke(desktop string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.gens[desktop]++
+	if ch, ok := v.revoked[desktop]; ok {
+		close(ch)
+		delete(v.revoked, desktop)
+	}
+}
+
+// revocation is closed when the desktop's tokens issued so far are revoked.
+func (v *viewTokens) revocation(desktop string) <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ch, ok := v.revoked[desktop]
+	if !ok {
+		ch = make(chan struct{})
+		v.revoked[desktop] = ch
+	}
+	return ch
 }
 
 func (v *viewTokens) generation(desktop string) uint64 {
@@ -149,4 +167,23 @@ func (s *Server) revokeTokens(c *gin.Context) {
 	}
 	s.views.revoke(id)
 	c.Status(http.StatusNoContent)
+}
+
+// endOnRevoke calls end when the per-desktop token of a long-lived request
+// (a WebSocket, an event stream) is revoked; the daemon's token is never.
+// The returned function stops watching.
+func (s *Server) endOnRevoke(c *gin.Context, end func()) (stop func()) {
+	g, ok := grantOf(c)
+	if !ok {
+		return func() {}
+	}
+	revoked, done := s.views.revocation(g.desktop), make(chan struct{})
+	go func() {
+		select {
+		case <-revoked:
+			end()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
 }
