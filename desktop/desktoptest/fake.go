@@ -173,6 +173,34 @@ func (f *Fake) Cleanup(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
+var _ desktop.Sweeper = (*Fake)(nil)
+
+// Sweep ends the machines no record in owned names.
+func (f *Fake) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, error) {
+	keep := map[string]bool{}
+	for _, raw := range owned {
+		var rec fakeRecord
+		if json.Unmarshal(raw, &rec) == nil {
+			keep[rec.ID] = true
+		}
+	}
+	var ended []*FakeMachine
+	var swept []string
+	f.mu.Lock()
+	for id, m := range f.machines {
+		if !keep[id] {
+			delete(f.machines, id)
+			ended = append(ended, m)
+			swept = append(swept, id)
+		}
+	}
+	f.mu.Unlock()
+	for _, m := range ended {
+		m.end("swept: no record owned it")
+	}
+	return swept, nil
+}
+
 // FakeMachine is one fake machine.
 type FakeMachine struct {
 	f     *Fake
@@ -225,6 +253,11 @@ func (m *FakeMachine) setStatus(s string) error {
 	m.status = s
 	m.mu.Unlock()
 	return nil
+}
+
+// Stopped says whether the machine is paused.
+func (m *FakeMachine) Stopped(ctx context.Context) (bool, error) {
+	return m.Status() == "paused", m.alive()
 }
 
 // Pause marks the machine paused.

@@ -318,15 +318,27 @@ func restartResumes(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := mach.(desktop.Stopper); !ok {
+	stopper, ok := mach.(desktop.Stopper)
+	if !ok {
+		e.remove(t, d.ID)
 		t.Skip("the driver's machines cannot say whether they are stopped")
 	}
 	if err := mach.Pause(e.ctx(t)); err != nil { // behind the Manager's back, as a cut-short fork leaves it
 		t.Fatal(err)
 	}
+	if stopped, err := stopper.Stopped(e.ctx(t)); err != nil || !stopped {
+		t.Fatalf("a paused machine says stopped=%v (%v)", stopped, err)
+	}
 	e.restart(t)
 	if got, _ := e.mgr.Get(d.ID); got.State != desktop.StateRunning {
 		t.Fatalf("after restart the desktop is %s, want running", got.State)
+	}
+	mach, _, err = e.mgr.Machine(e.ctx(t), d.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped, err := mach.(desktop.Stopper).Stopped(e.ctx(t)); err != nil || stopped {
+		t.Fatalf("after restart the machine says stopped=%v (%v), want running", stopped, err)
 	}
 	e.guestAlive(t, d.ID)
 	e.remove(t, d.ID)
