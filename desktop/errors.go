@@ -19,6 +19,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrCapacity: the host-wide cap on desktops or memory would be exceeded.
 	ErrCapacity = errors.New("over capacity")
+	// ErrNoSpace: the disk that holds the state directory has less free
+	// space than the configured reserve.
+	ErrNoSpace = errors.New("not enough free disk space")
 	// ErrMismatch: a snapshot was made by another QEMU build, machine type,
 	// device list or accelerator than this host would restore it with, or
 	// its files do not match their checksums.

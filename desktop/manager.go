@@ -63,11 +63,15 @@ type Limits struct {
 	MaxTTL       time.Duration // longest TTL a desktop may ask for
 	MaxDiskMiB   int           // largest per-desktop disk growth
 	PoolSize     int           // pre-spawned machines per snapshot, for drivers that pool
+	// MinFreeMiB is the free space (Config.FreeSpace) below which creates,
+	// forks, wakes and snapshots are refused: a disk filled by desktops
+	// would leave the records store unable to write.
+	MinFreeMiB int
 }
 
 // DefaultLimits are conservative caps for a small host.
 func DefaultLimits() Limits {
-	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2}
+	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2, MinFreeMiB: 2048}
 }
 
 // Manager owns every desktop's lifetime: creation from snapshots, the state
@@ -81,7 +85,9 @@ type Manager struct {
 	limits  Limits
 	obs     Observer
 	events  *broker
-	now     func() time.Time
+	// freeSpace is Config.FreeSpace.
+	freeSpace func() (uint64, error)
+	now       func() time.Time
 
 	// base is the context machines are started and stopped under.
 	base context.Context
@@ -132,6 +138,9 @@ type Config struct {
 	Logger   *slog.Logger
 	Limits   Limits
 	Observer Observer
+	// FreeSpace reports the bytes free on the disk of the state directory
+	// (records, snapshots, desktops' disks); nil: not checked.
+	FreeSpace func() (uint64, error)
 }
 
 // NewManager returns a Manager. Call Recover before serving, and Run for
@@ -144,7 +153,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 		c.Limits = DefaultLimits()
 	}
 	return &Manager{
-		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer,
+		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer, freeSpace: c.FreeSpace,
 		events: newBroker(), now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
@@ -210,6 +219,22 @@ func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 	return nil
 }
 
+// checkSpace refuses an action that writes desktop or snapshot files when
+// the state directory's disk is below the free-space reserve.
+func (m *Manager) checkSpace(action string) error {
+	if m.freeSpace == nil || m.limits.MinFreeMiB <= 0 {
+		return nil
+	}
+	free, err := m.freeSpace()
+	if err != nil {
+		return fmt.Errorf("%s: free space: %w", action, err)
+	}
+	if free < uint64(m.limits.MinFreeMiB)<<20 {
+		return fmt.Errorf("%w: %s: %d MiB are free on the state directory's disk, below the reserve of %d MiB; delete desktops or snapshots, or lower --min-free-mib", ErrNoSpace, action, free>>20, m.limits.MinFreeMiB)
+	}
+	return nil
+}
+
 // reserve claims room for n desktops of memMiB each under the host caps.
 func (m *Manager) reserve(n, memMiB int) (release func(), err error) {
 	m.mu.Lock()
@@ -264,6 +289,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error
 		return Desktop{}, err
 	}
 	if err := m.validate(req, snap); err != nil {
+		return Desktop{}, err
+	}
+	if err := m.checkSpace("create"); err != nil {
 		return Desktop{}, err
 	}
 	release, err := m.reserve(1, snap.Manifest.Machine.MemoryMiB)
@@ -665,6 +693,9 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 	// holds the reservation until its record says running (and counts).
 	if e, err := m.lookup(id); err == nil {
 		if d := e.snapshot(); d.State == StateHibernated {
+			if err := m.checkSpace("wake"); err != nil {
+				return d, err
+			}
 			release, err := m.reserve(1, d.Resources.MemoryMiB)
 			if err != nil {
 				return d, fmt.Errorf("wake %s: %w", id, err)

@@ -223,3 +223,50 @@ func TestWakeReservesUnderTheCaps(t *testing.T) {
 		t.Fatalf("wake with room: %s %v", d.State, err)
 	}
 }
+
+// Below the free-space reserve, creates, forks, wakes and snapshots are
+// refused whole (nothing recorded, no machine), and work again once there
+// is room.
+func TestFreeSpaceReserveRefusesWhatWritesFiles(t *testing.T) {
+	f, cat := fakeSetup(t)
+	limits := desktop.DefaultLimits()
+	limits.MinFreeMiB = 100
+	var free uint64 = 1 << 30
+	var mu sync.Mutex
+	store := desktoptest.NewMemStore()
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: limits,
+		FreeSpace: func() (uint64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asleep, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Hibernate(ctx, asleep.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	free = 99 << 20
+	mu.Unlock()
+	_, errCreate := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	_, errFork := m.Fork(ctx, d.ID, 1)
+	_, errSnap := m.Snapshot(ctx, d.ID, "full-disk")
+	_, errWake := m.Wake(ctx, asleep.ID)
+	for name, err := range map[string]error{"create": errCreate, "fork": errFork, "snapshot": errSnap, "wake": errWake} {
+		if !errors.Is(err, desktop.ErrNoSpace) {
+			t.Errorf("%s below the reserve: %v, want ErrNoSpace", name, err)
+		}
+	}
+	if records, _ := store.LoadDesktops(); len(records) != 2 || f.Live() != 1 {
+		t.Fatalf("after the refusals: %d records, %d machines, want 2 and 1", len(records), f.Live())
+	}
+	mu.Lock()
+	free = 1 << 30
+	mu.Unlock()
+	if _, err := m.Wake(ctx, asleep.ID); err != nil {
+		t.Fatalf("wake with room: %v", err)
+	}
+}

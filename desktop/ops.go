@@ -10,6 +10,9 @@ import (
 // Snapshot turns a running or paused desktop into a new golden snapshot
 // that later creates can use; the desktop keeps running.
 func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, error) {
+	if err := m.checkSpace("snapshot"); err != nil {
+		return Snapshot{}, err
+	}
 	e, err := m.lookup(id)
 	if err != nil {
 		return Snapshot{}, err
@@ -82,6 +85,9 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	src := e.snapshot()
 	if !src.State.Live() {
 		return nil, &TransitionError{ID: id, From: src.State, Action: "fork"}
+	}
+	if err := m.checkSpace("fork"); err != nil {
+		return nil, err
 	}
 	release, err := m.reserve(n, src.Resources.MemoryMiB)
 	if err != nil {

@@ -27,6 +27,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, desktop.ErrCapacity):
 		return http.StatusTooManyRequests, "over_capacity"
+	case errors.Is(err, desktop.ErrNoSpace):
+		return http.StatusInsufficientStorage, "insufficient_storage"
 	case errors.Is(err, desktop.ErrMismatch):
 		return http.StatusConflict, "snapshot_mismatch"
 	case errors.Is(err, desktop.ErrUnavailable):

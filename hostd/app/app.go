@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"log/slog"
 	"net"
 	"net/http"
@@ -81,7 +82,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	})
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
-		Observer: desktop.Observers{a.Mirrors, a.Networks},
+		Observer:  desktop.Observers{a.Mirrors, a.Networks},
+		FreeSpace: func() (uint64, error) { return freeBytes(cfg.StateDir) },
 	})
 	metrics.Watch(a.Manager)
 	if err := a.Manager.Recover(ctx); err != nil {
@@ -191,4 +193,14 @@ func loadOrMakeToken(path string) (tok string, made bool, err error) {
 		return "", false, fmt.Errorf("write token: %w", err)
 	}
 	return tok, true, nil
+}
+
+// freeBytes is the space an unprivileged writer may still use on the
+// filesystem that holds dir.
+func freeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }
