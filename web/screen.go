@@ -164,6 +164,13 @@ func (s *Server) vncSocket(c *gin.Context) {
 		fail(c, &desktop.TransitionError{ID: id, From: d.State, Action: "view"})
 		return
 	}
+	g, _ := grantOf(c)
+	release, err := s.viewers.open(id, g.sig)
+	if err != nil {
+		abort(c, http.StatusTooManyRequests, "too_many_viewers", err.Error(), "")
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
 	defer s.endOnRevoke(c, cancel)()

@@ -32,12 +32,13 @@ type Config struct {
 
 // Server serves the API and pages.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	engine *gin.Engine
-	views  *viewTokens
-	vnc    vnc.ProxyStats
-	tcp    tcpListeners
+	cfg     Config
+	log     *slog.Logger
+	engine  *gin.Engine
+	views   *viewTokens
+	viewers viewerCount
+	vnc     vnc.ProxyStats
+	tcp     tcpListeners
 }
 
 // New builds the routes.

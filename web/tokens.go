@@ -29,6 +29,7 @@ type grant struct {
 	desktop string
 	role    string
 	expires time.Time
+	sig     string // the token's signature: which token it is, for per-token caps
 }
 
 const grantKey = "warmdesk.grant"
@@ -128,7 +129,7 @@ func (v *viewTokens) check(tok, id string) (grant, bool) {
 	if _, ok := roleLevel[parts[2]]; !ok {
 		return grant{}, false
 	}
-	return grant{desktop: parts[1], role: parts[2], expires: time.Unix(unix, 0)}, true
+	return grant{desktop: parts[1], role: parts[2], expires: time.Unix(unix, 0), sig: parts[4]}, true
 }
 
 func (s *Server) issueToken(c *gin.Context) {
