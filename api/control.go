@@ -46,3 +46,8 @@ type OpenVNCListener struct {
 	// ViewOnly drops the clients' input (default true).
 	ViewOnly *bool `json:"view_only,omitempty"`
 }
+
+// RotatedToken answers POST /v1/token/rotate: the daemon's new token.
+type RotatedToken struct {
+	Token string `json:"token"`
+}

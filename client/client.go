@@ -185,3 +185,13 @@ func (c *Client) Screenshot(ctx context.Context, id string, query url.Values, se
 	}
 	return data, resp.Header, nil
 }
+
+// RotateToken replaces the daemon's token; the client keeps using the old
+// one, which the daemon now refuses: make a new client with the answer.
+func (c *Client) RotateToken(ctx context.Context) (string, error) {
+	var out api.RotatedToken
+	if err := c.Do(ctx, http.MethodPost, "/v1/token/rotate", nil, &out); err != nil {
+		return "", err
+	}
+	return out.Token, nil
+}

@@ -47,6 +47,7 @@ var routeAccess = map[string]access{
 	"GET /v1/snapshots/:name":                  needDaemon,
 	"DELETE /v1/snapshots/:name":               needDaemon,
 	"GET /v1/events":                           needView,
+	"POST /v1/token/rotate":                    needDaemon,
 	"POST /v1/desktops/:id/control":            needControl,
 	"POST /v1/desktops/:id/tokens":             needDaemon,
 	"DELETE /v1/desktops/:id/tokens":           needDaemon,

@@ -1,16 +1,22 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"image"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/drive/drivetest"
+	"github.com/warmdesk/warmdesk/web"
 )
 
 // token issues a per-desktop token through the API.
@@ -166,5 +172,47 @@ func TestRevokeClosesTheTokensSockets(t *testing.T) {
 	own.send(`{"id": "p", "type": "ping"}`)
 	if m := own.next(); m.ID != "p" {
 		t.Fatalf("the daemon's socket after the revoke: %+v", m)
+	}
+}
+
+// Rotating the daemon's token refuses the old one from the next request
+// on and keeps per-desktop tokens working.
+func TestRotateDaemonToken(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := drivetest.NewDesktop(t)
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
+	rotations := 0
+	srv := web.New(web.Config{Manager: f.Manager, Drive: svc, Token: "wd_old", RotateToken: func() (string, error) {
+		rotations++
+		return fmt.Sprintf("wd_new%d", rotations), nil
+	}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	h := &actHarness{t: t, srv: hs, id: f.ID}
+	link := ""
+	{
+		status, body := h.as(t, "wd_old", "POST", h.path("/tokens"), `{"role": "view"}`)
+		var tok struct{ Token string }
+		if status != http.StatusCreated || json.Unmarshal([]byte(body), &tok) != nil {
+			t.Fatalf("issue: %d %s", status, body)
+		}
+		link = tok.Token
+	}
+	if status, body := h.as(t, link, "POST", "/v1/token/rotate", ""); status != http.StatusForbidden {
+		t.Fatalf("a per-desktop token rotated the daemon's: %d %s", status, body)
+	}
+	status, body := h.as(t, "wd_old", "POST", "/v1/token/rotate", "")
+	if status != http.StatusOK || !strings.Contains(body, `"wd_new1"`) {
+		t.Fatalf("rotate: %d %s", status, body)
+	}
+	if status, _ := h.as(t, "wd_old", "GET", "/v1/desktops", ""); status != http.StatusUnauthorized {
+		t.Fatalf("the old token after the rotation: %d, want 401", status)
+	}
+	if status, _ := h.as(t, "wd_new1", "GET", "/v1/desktops", ""); status != http.StatusOK {
+		t.Fatalf("the new token: %d", status)
+	}
+	if status, _ := h.as(t, link, "GET", h.path(""), ""); status != http.StatusOK {
+		t.Fatalf("a share link after the rotation: %d", status)
 	}
 }

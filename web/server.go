@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,9 +26,12 @@ type Config struct {
 	// Drive drives the desktops and keeps their screens. Required.
 	Drive *drive.Service
 	// Token is the daemon's bearer token; every route but /healthz needs it.
-	Token   string
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Token string
+	// RotateToken makes, keeps and returns a new daemon token (POST
+	// /v1/token/rotate); nil: rotation is not offered.
+	RotateToken func() (string, error)
+	Logger      *slog.Logger
+	Metrics     *Metrics
 }
 
 // Server serves the API and pages.
@@ -37,6 +41,7 @@ type Server struct {
 	engine  *gin.Engine
 	views   *viewTokens
 	viewers viewerCount
+	token   atomic.Pointer[string] // the daemon's token, swapped by a rotation
 	vnc     vnc.ProxyStats
 	tcp     tcpListeners
 }
@@ -51,6 +56,7 @@ func New(cfg Config) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens()}
+	s.token.Store(&cfg.Token)
 	s.engine.Use(s.recoverPanics, s.logRequests)
 	s.engine.GET("/healthz", s.healthz)
 	s.pages(s.engine)
@@ -75,6 +81,7 @@ func New(cfg Config) *Server {
 	v1.GET("/events", need(needView), s.eventStream) // a per-desktop token sees its own
 	s.actionRoutes(v1)
 	s.networkRoutes(v1)
+	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }
@@ -119,7 +126,8 @@ func (s *Server) auth(c *gin.Context) {
 }
 
 func (s *Server) validDaemonToken(tok string) bool {
-	return s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+	daemon := s.token.Load()
+	return daemon != nil && *daemon != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(*daemon)) == 1
 }
 
 func bearer(r *http.Request) (string, bool) {

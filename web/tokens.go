@@ -188,3 +188,20 @@ func (s *Server) endOnRevoke(c *gin.Context, end func()) (stop func()) {
 	}()
 	return func() { close(done) }
 }
+
+// rotateToken replaces the daemon's token: the old one is refused from
+// the next request on; per-desktop tokens are signed apart and stay.
+func (s *Server) rotateToken(c *gin.Context) {
+	if s.cfg.RotateToken == nil {
+		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token (no token file)", "")
+		return
+	}
+	tok, err := s.cfg.RotateToken()
+	if err != nil {
+		fail(c, fmt.Errorf("rotate the daemon's token: %w", err))
+		return
+	}
+	s.token.Store(&tok)
+	s.log.Warn("the daemon's API token was rotated; the old one no longer works")
+	c.JSON(http.StatusOK, api.RotatedToken{Token: tok})
+}

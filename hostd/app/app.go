@@ -91,7 +91,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
-	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics})
+	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics,
+		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) }})
 	return a, nil
 }
 
@@ -186,13 +187,27 @@ func loadOrMakeToken(path string) (tok string, made bool, err error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", false, fmt.Errorf("read token: %w", err)
 	}
-	b := make([]byte, 24)
-	rand.Read(b)
-	tok = "wd_" + hex.EncodeToString(b)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", false, fmt.Errorf("write token: %w", err)
+	if tok, err = RotateToken(path); err != nil {
+		return "", false, err
 	}
 	return tok, true, nil
+}
+
+// RotateToken makes a new API token and keeps it in path, replacing the
+// file whole (a reader never sees half a token).
+func RotateToken(path string) (string, error) {
+	b := make([]byte, 24)
+	rand.Read(b)
+	tok := "wd_" + hex.EncodeToString(b)
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	return tok, nil
 }
 
 // freeBytes is the space an unprivileged writer may still use on the
