@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"image"
+	"runtime"
 	"sync"
 	"time"
 
@@ -118,8 +119,22 @@ func (c *Capturer) Capture(ctx context.Context, opts Options) (Shot, error) {
 		cur = cursorOf(c.src, c.seed)
 	}
 	key := cacheKey{counter: counter, opts: o, cursor: cur.sig}
-	return c.cache.do(ctx, key, func() (Shot, error) { return c.capture(o, cur) })
+	return c.cache.do(ctx, key, func() (Shot, error) {
+		select {
+		case encodeSlots <- struct{}{}:
+		case <-ctx.Done():
+			return Shot{}, fmt.Errorf("capture: waiting for an encoder: %w", ctx.Err())
+		}
+		defer func() { <-encodeSlots }()
+		return c.capture(o, cur)
+	})
 }
+
+// encodeSlots bounds the encodes running at once across every desktop of
+// the process: each holds a frame copy and maybe a scaled picture (tens of
+// MiB for large outputs), and more than the CPUs can run would only queue
+// inside the encoders while holding that memory.
+var encodeSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 
 // Stats returns what the cache did so far.
 func (c *Capturer) Stats() CacheStats { return c.cache.snapshot() }
