@@ -15,8 +15,8 @@ import (
 var vmModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_console", "virtio_net", // disk, agent, NIC
 	"ext4", "crc32c_generic", "crc32c_intel", // root filesystem (crc32c is a soft dependency)
-	"bochs",                                      // std VGA as a DRM device for Xorg modesetting
-	"xhci_pci", "usbhid", "hid_generic", "evdev", // usb-tablet
+	"bochs",                 // std VGA as a DRM device for Xorg modesetting
+	"virtio_input", "evdev", // virtio-tablet-pci
 }
 
 // moduleName is a module's canonical name: file base without .ko, with '-'

@@ -133,7 +133,9 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 	}}
 	dev.Controllers = []controllerXML{
 		{Type: "pci", Index: 0, Model: "pcie-root"},
-		{Type: "usb", Index: 0, Model: "qemu-xhci", Address: pci(2)},
+		// No USB: the pointer is a virtio tablet. Without this libvirt
+		// would add a default USB controller the QEMU driver's machine lacks.
+		{Type: "usb", Index: 0, Model: "none"},
 		{Type: "virtio-serial", Index: 0, Address: pci(3)},
 	}
 	dev.Serials = []serialXML{{
@@ -150,7 +152,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		Target:  &serialTargetXML{Type: "virtio", Name: qemuvm.AgentPortName},
 		Address: &addressXML{Type: "virtio-serial", Controller: "0", Bus: "0", Port: "1"},
 	}}
-	dev.Inputs = []inputXML{{Type: "tablet", Bus: "usb", Address: &addressXML{Type: "usb", Bus: "0", Port: "1"}}}
+	dev.Inputs = []inputXML{{Type: "tablet", Bus: "virtio", Address: pci(2)}}
 	// VNC only on a unix socket in the machine's 0700 run directory, never
 	// TCP; force-shared so no client can cut the others off.
 	dev.Graphics = []graphicsXML{{Type: "vnc", SharePolicy: "force-shared", Listen: listenXML{Type: "socket", Socket: c.VNC}}}
