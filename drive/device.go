@@ -91,13 +91,15 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 }
 
 // sealPress makes sure the guest has read a button press before the first
-// move of a drag follows it. QEMU's USB tablet queues one report per
-// button change and folds a move into the newest report the guest has not
-// read yet when the buttons are the same, so a move sent while the press
-// is still queued rewrites the press's position: the guest sees the button
-// go down where it should come up, and nothing is dragged. Measured on the
-// minimal image under TCG on a loaded host, the guest read a press 80 to
-// over 100 ms after it was sent, so no fixed spacing is safe.
+// move of a drag follows it. QEMU's USB tablet (the pointer of snapshots
+// baked before the virtio tablet) queues one report per button change and
+// folds a move into the newest report the guest has not read yet when the
+// buttons are the same, so a move sent while the press is still queued
+// rewrites the press's position: the guest sees the button go down where
+// it should come up, and nothing is dragged. Measured on the minimal image
+// under TCG on a loaded host, the guest read a press 80 to over 100 ms
+// after it was sent, so no fixed spacing is safe. The virtio tablet does
+// not fold, but a window manager still wants the press before the move.
 //
 // The signal that the guest has read it is the screen: the guest draws
 // the pointer into the framebuffer, so a one-pixel nudge after the press
@@ -117,8 +119,8 @@ func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
 // click before keys follow it, in two steps.
 //
 // First the guest must have read the click. QEMU's keyboard (PS/2, an
-// interrupt per byte) and its pointer (a USB tablet, whose reports wait
-// until the guest polls the USB controller) are separate guest devices,
+// interrupt per byte) and its pointer (a virtio tablet, or on older
+// snapshots a USB tablet polled late) are separate guest devices,
 // so keys sent right after a click can reach the X server before it. Once
 // the guest has drawn a nudge sent after the click, it has read the
 // click, and X, which handles a device's events in order, has delivered it
@@ -190,8 +192,8 @@ func (d *device) syncKeys(ctx context.Context) error {
 
 // nudge moves the pointer by one pixel and waits, at most timeout for
 // each of two steps, until the screen shows the guest drew it: then the
-// guest has read every pointer report sent before (QEMU's USB tablet
-// queues them in order). The last move's redraw is waited for first, so
+// guest has read every pointer report sent before (QEMU's tablets queue
+// them in order). The last move's redraw is waited for first, so
 // it is not taken for the nudge's. drawn says which damage counts as a
 // redraw at a point. It reports whether the nudge was seen; the wait
 // counts in the batch's sync time.

@@ -20,7 +20,7 @@ func absAxis(pixel, size int) int {
 
 // InputEvents builds the argument list ("events") of QMP input-send-event
 // for one frame of input on a width x height screen: keys by qcode,
-// buttons by name, moves on the absolute axes of the USB tablet.
+// buttons by name, moves on the absolute axes of the tablet.
 func InputEvents(events []desktop.InputEvent, width, height int) ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(events)+1)
 	for _, e := range events {
@@ -74,7 +74,7 @@ type Mouse struct {
 	Absolute bool   `json:"absolute"`
 }
 
-// PointTablet makes the USB tablet the pointer device that receives button
+// PointTablet makes the tablet the pointer device that receives button
 // events, as it is in the machine that was saved. QEMU sends a button
 // event to the first pointer device in its list that takes buttons; a
 // device moves to the front when the guest first reads a report from it,
@@ -104,12 +104,12 @@ func PointTablet(ctx context.Context, ex Executor) error {
 	return nil
 }
 
-// tabletIndex finds the absolute pointer device (the USB tablet).
+// tabletIndex finds the absolute pointer device (the tablet).
 func tabletIndex(mice []Mouse) (int, error) {
 	for i, m := range mice {
 		if m.Absolute {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: no absolute pointer device among %d mice: the device list has no USB tablet", desktop.ErrMismatch, len(mice))
+	return 0, fmt.Errorf("%w: no absolute pointer device among %d mice: the device list has no tablet", desktop.ErrMismatch, len(mice))
 }
