@@ -28,7 +28,7 @@ func TestBuildBakeRestoreShowsDesktop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: testenv.Logger(t)})
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func startStack(t *testing.T) *stack {
 	baked := testenv.Snapshot(t, "minimal")
 	log := testenv.Logger(t)
 	ctx := context.Background()
-	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: log})
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestSnapshotsRestoreAcrossDrivers(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	lv := newDriver(t, testenv.RunDir(t), t.TempDir())
 	defer lv.Close()
-	qd, err := qemu.New(context.Background(), qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: testenv.Logger(t)})
+	qd, err := qemu.New(context.Background(), qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestBakeOnLibvirtRestoresOnQEMU(t *testing.T) {
 	if snap.Manifest.BakedBy != "libvirt" || !slices.Equal(snap.Manifest.Machine.Devices, qemuvm.DeviceArgs(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height)) {
 		t.Errorf("manifest: baked by %q, devices %q", snap.Manifest.BakedBy, snap.Manifest.Machine.Devices)
 	}
-	qd, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: testenv.Logger(t)})
+	qd, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestAgentDrainIsQuick(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	newDriver(t, t.TempDir(), t.TempDir()).Close() // skips without libvirtd
 	drained := &records{msg: "guest agent drained", next: testenv.Logger(t).Handler()}
-	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: slog.New(drained)})
+	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(drained)})
 	if err != nil {
 		t.Fatal(err)
 	}

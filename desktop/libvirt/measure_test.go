@@ -132,7 +132,7 @@ func TestMeasureLibvirtBesideQEMU(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	const n, k = 8, 4
 	ph := &phases{recs: map[string][]time.Duration{}}
-	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: slog.New(ph)})
+	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(ph)})
 	if err != nil {
 		newDriver(t, t.TempDir(), t.TempDir()) // skips or fails with the reason
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestMeasureLibvirtBesideQEMU(t *testing.T) {
 	defer lv.Close()
 	lvCreates, lvPSS := measure(t, lv, baked.Snapshot, n, k)
 
-	qd, err := qemu.New(context.Background(), qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: testenv.Logger(t)})
+	qd, err := qemu.New(context.Background(), qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

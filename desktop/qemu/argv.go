@@ -28,6 +28,10 @@ type Config struct {
 	Incoming bool
 	// Sandbox turns on QEMU's seccomp sandbox with every deny option.
 	Sandbox bool
+	// RunAs, when set, is the user QEMU becomes once it has opened the files
+	// on its command line, before it runs the guest or reads a migration
+	// stream (-runas).
+	RunAs *qemuvm.Owner
 }
 
 // Argv builds QEMU's command line (without the binary). It is a pure
@@ -72,8 +76,19 @@ func Argv(c Config) []string {
 		// the others (the mirror, other viewers).
 		"-vnc", "unix:"+qemuvm.Escape(c.VNC)+",share=force-shared",
 	)
+	if c.RunAs != nil {
+		a = append(a, "-runas", c.RunAs.RunAs())
+	}
 	if c.Sandbox {
-		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
+		// -runas's setuid comes after the sandbox is in place, so with
+		// -runas the sandbox must allow set*id calls (QEMU dies of SIGSYS
+		// otherwise). Once QEMU is the machine's user it has no capability
+		// and no_new_privs, so such a call can only name its own ids.
+		elevate := "deny"
+		if c.RunAs != nil {
+			elevate = "allow"
+		}
+		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges="+elevate+",spawn=deny,resourcecontrol=deny")
 	}
 	if c.Incoming {
 		a = append(a, "-incoming", "defer")

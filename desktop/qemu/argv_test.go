@@ -54,7 +54,21 @@ func TestArgvGoldenClone(t *testing.T) {
 		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
 		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
 		ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
+		RunAs: &qemuvm.Owner{UID: 900000007, GID: 900000007},
 	}))
+}
+
+// Without -runas QEMU never needs set*id calls, so the sandbox denies
+// them; with it, they must pass (QEMU's setuid comes after the sandbox).
+func TestArgvSandboxAllowsSetuidOnlyForRunAs(t *testing.T) {
+	plain := strings.Join(Argv(Config{Shape: testShape(), Sandbox: true}), " ")
+	if !strings.Contains(plain, "elevateprivileges=deny") || strings.Contains(plain, "-runas") {
+		t.Errorf("without RunAs: %s", plain)
+	}
+	runas := strings.Join(Argv(Config{Shape: testShape(), Sandbox: true, RunAs: &qemuvm.Owner{UID: 5, GID: 6}}), " ")
+	if !strings.Contains(runas, "-runas 5:6") || !strings.Contains(runas, "elevateprivileges=allow,spawn=deny") {
+		t.Errorf("with RunAs: %s", runas)
+	}
 }
 
 func TestArgvFullRestoreUsesAnonymousRAM(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
@@ -45,6 +46,19 @@ type Options struct {
 	SnapshotsDir string
 	// NoSandbox turns QEMU's seccomp sandbox off (for debugging only).
 	NoSandbox bool
+	// Unconfined runs every QEMU as hostd's own user, in hostd's cgroup.
+	// Otherwise (hostd running as root) each machine's QEMU drops to a
+	// user id of its own from UIDs and sits in a cgroup of its own.
+	Unconfined bool
+	// UIDs are the machines' user ids (default confine.DefaultIDRange).
+	// Two hostd on one host need ranges of their own.
+	UIDs confine.IDRange
+	// NoCgroups keeps machines in hostd's cgroup (their own user ids
+	// stay).
+	NoCgroups bool
+	// CgroupParent names the cgroup below hostd's own that machines'
+	// cgroups are made in (default "warmdesk").
+	CgroupParent string
 	// RefillGate, when set, blocks until the desktop just restored from the
 	// warm pool shows its first frame, or ctx ends; the pool's refill waits
 	// for it (see refillAfter). nil: refill at once.
@@ -58,6 +72,7 @@ type Driver struct {
 	log   *slog.Logger
 	shape desktop.MachineShape
 	pool  *pool
+	jails *confinement // nil: machines are not confined
 
 	mu   sync.Mutex
 	live map[*Machine]struct{} // machines whose connections Close releases
@@ -94,6 +109,9 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 	}
 	d := &Driver{opts: opts, log: opts.Logger, live: map[*Machine]struct{}{}}
+	if d.jails, err = newConfinement(opts, opts.Logger); err != nil {
+		return nil, err
+	}
 	probe := qemuvm.Probe{Binary: opts.Binary, Accel: opts.Accel, ProbeKernel: opts.ProbeKernel, Logger: opts.Logger}
 	if d.shape, err = qemuvm.ProbeShape(ctx, probe); err != nil {
 		return nil, err
@@ -168,17 +186,37 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 		Sandbox:    !d.opts.NoSandbox,
 	}
 	custom(&cfg)
-	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.Path("qemu.log"))
+	j, err := d.jails.jail(rec)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	j.stamp(&rec)
+	cfg.RunAs = j.owner
+	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.Path("qemu.log"), j.exit)
 	listener.Close()
 	if err != nil {
+		j.exit()
+		return nil, err
+	}
+	kill := func() {
+		killCtx, cancel := deadline(context.WithoutCancel(ctx), 5*time.Second)
+		proc.kill(killCtx)
+		cancel()
+	}
+	// Into its cgroup before it has a guest to run: it is still starting
+	// up, and has touched little memory.
+	if err := j.enter(proc.pid); err != nil {
+		kill()
 		return nil, err
 	}
 	rec.Pid, rec.StartTime = proc.pid, proc.startTime
 	m, err := d.connect(ctx, rec, proc)
+	if err == nil {
+		err = j.verify(proc.pid)
+	}
 	if err != nil {
-		killCtx, cancel := deadline(context.WithoutCancel(ctx), 5*time.Second)
-		proc.kill(killCtx)
-		cancel()
+		kill()
 		return nil, err
 	}
 	return m, nil
@@ -354,8 +392,10 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	if rec.Hibernated {
 		return nil, fmt.Errorf("%w: machine %s is hibernated", desktop.ErrConflict, rec.ID)
 	}
-	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"))
+	j := d.jails.rejail(rec)
+	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"), j.exit)
 	if err != nil {
+		j.exit()
 		return nil, fmt.Errorf("%w: machine %s: %w", desktop.ErrNotFound, rec.ID, err)
 	}
 	return d.connect(ctx, rec, proc)
@@ -368,10 +408,15 @@ func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
 		return fmt.Errorf("%w: machine record: %w", desktop.ErrInvalid, err)
 	}
 	if rec.Pid > 0 {
-		if proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log")); err == nil {
+		if proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"), nil); err == nil {
 			if err := proc.kill(ctx); err != nil {
 				return err
 			}
+		}
+	}
+	if len(rec.Cgroup) > 0 {
+		if err := confine.GroupAt(rec.Cgroup).Remove(); err != nil {
+			d.log.Warn("a machine's cgroup stays", "machine", rec.ID, "err", err)
 		}
 	}
 	return rec.Remove()

@@ -21,7 +21,7 @@ import (
 // with the minimal image.
 func TestConformanceOnQEMU(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	runDir, dataDir := testenv.RunDir(t), t.TempDir()
+	runDir, dataDir := testenv.RunDir(t), testenv.DataDir(t)
 	start := time.Now()
 	desktoptest.Run(t, desktoptest.Harness{
 		NewDriver: func(t *testing.T) desktop.Driver {

@@ -41,6 +41,17 @@ type record struct {
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`
 	HibernateFile string `json:"hibernate_file,omitempty"`
+	// UID is the user (and group) id QEMU runs as; 0 when unconfined.
+	UID uint32 `json:"uid,omitempty"`
+	// Cgroup are the directories of the machine's cgroup (one per v1
+	// hierarchy, or one v2 group); empty when it has none.
+	Cgroup []string `json:"cgroup,omitempty"`
+}
+
+// owner is the user QEMU runs as and owns the machine's files as: the
+// machine's own id, or root when unconfined.
+func (r record) owner() qemuvm.Owner {
+	return qemuvm.Owner{UID: r.UID, GID: r.UID}
 }
 
 // Machine is one QEMU process and the channels to it.

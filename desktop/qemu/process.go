@@ -27,6 +27,10 @@ type process struct {
 	startTime uint64 // from /proc/PID/stat, to tell a reused pid apart
 	logPath   string
 
+	// onExit, when set, runs once the process has ended, before done
+	// closes; what it returns leads the exit reason.
+	onExit func() string
+
 	done   chan struct{}
 	mu     sync.Mutex
 	reason string
@@ -34,7 +38,8 @@ type process struct {
 
 // spawnProcess starts QEMU detached from hostd's session, so it outlives a
 // restart of hostd. Its output goes to logPath, never to a pipe hostd holds.
-func spawnProcess(binary string, argv []string, extra []*os.File, logPath string) (*process, error) {
+// onExit (may be nil) runs when it ends.
+func spawnProcess(binary string, argv []string, extra []*os.File, logPath string, onExit func() string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open qemu log: %w", err)
@@ -50,7 +55,7 @@ func spawnProcess(binary string, argv []string, extra []*os.File, logPath string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
-	p := &process{pid: cmd.Process.Pid, logPath: logPath, done: make(chan struct{})}
+	p := &process{pid: cmd.Process.Pid, logPath: logPath, onExit: onExit, done: make(chan struct{})}
 	p.startTime, _ = procStartTime(p.pid)
 	go func() {
 		err := cmd.Wait()
@@ -61,7 +66,8 @@ func spawnProcess(binary string, argv []string, extra []*os.File, logPath string
 
 // attachProcess finds a QEMU process again by pid, checking that it is the
 // same process (start time) and that it is QEMU running with our run dir.
-func attachProcess(pid int, startTime uint64, runDir, logPath string) (*process, error) {
+// onExit (may be nil) runs when it ends.
+func attachProcess(pid int, startTime uint64, runDir, logPath string, onExit func() string) (*process, error) {
 	st, err := procStartTime(pid)
 	if err != nil || st != startTime {
 		return nil, fmt.Errorf("process %d is gone", pid)
@@ -74,7 +80,7 @@ func attachProcess(pid int, startTime uint64, runDir, logPath string) (*process,
 	if err != nil {
 		return nil, fmt.Errorf("watch process %d: %w", pid, err)
 	}
-	p := &process{pid: pid, startTime: startTime, logPath: logPath, done: make(chan struct{})}
+	p := &process{pid: pid, startTime: startTime, logPath: logPath, onExit: onExit, done: make(chan struct{})}
 	go func() {
 		defer unix.Close(fd)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
@@ -90,6 +96,11 @@ func attachProcess(pid int, startTime uint64, runDir, logPath string) (*process,
 }
 
 func (p *process) finish(reason string) {
+	if p.onExit != nil {
+		if note := p.onExit(); note != "" {
+			reason = note + " (" + reason + ")"
+		}
+	}
 	p.mu.Lock()
 	if tail := qemuvm.LogTail(p.logPath, 8); tail != "" {
 		reason += "; last lines of its log:\n" + tail

@@ -258,6 +258,12 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	if err := qemuvm.FreezeLayer(rec.Disk, snapDisk); err != nil {
 		return err
 	}
+	// A frozen layer is the snapshot's, shared by its clones: root's, and
+	// read-only even to root's tools. QEMU reopens it read-only by name.
+	if err := freezeOwnership(rec.Disk, snapDisk); err != nil {
+		os.Remove(snapDisk)
+		return fmt.Errorf("freeze disk: %w", err)
+	}
 	next := qemuvm.NextOverlayPath(rec.Disk)
 	node := nextNodeName(rec.DiskNode)
 	// The new overlay's backing is the machine's own (now frozen) file, by
@@ -265,6 +271,12 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
 		os.Remove(snapDisk)
 		return err
+	}
+	// QEMU, as the machine's user, opens the new overlay by name.
+	if err := rec.owner().Chown(next); err != nil {
+		os.Remove(next)
+		os.Remove(snapDisk)
+		return fmt.Errorf("freeze disk: %w", err)
 	}
 	add := map[string]any{
 		"driver": "qcow2", "node-name": node, "discard": "unmap",
@@ -336,8 +348,15 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	}
 	m.mu.Lock()
 	os.RemoveAll(m.rec.RunDir)
+	// Its user id goes back to the range: until a wake hands it a new
+	// one, its files are root's, so no later machine given the same id
+	// can reach them.
+	if err := qemuvm.Root.Chown(m.rec.DataDir, m.rec.Disk); err != nil {
+		m.log.Warn("hibernated machine's files keep their owner", "err", err)
+	}
 	m.rec.Hibernated, m.rec.HibernateFile = true, path
 	m.rec.Pid, m.rec.StartTime = 0, 0
+	m.rec.UID, m.rec.Cgroup = 0, nil
 	m.mu.Unlock()
 	return m.Record(), nil
 }
@@ -371,4 +390,18 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	m.rec.Hibernated, m.rec.HibernateFile = false, ""
 	m.mu.Unlock()
 	return m, nil
+}
+
+// freezeOwnership makes a frozen layer (the machine's file and the
+// snapshot's name for it, one inode or a copy) root's and read-only.
+func freezeOwnership(paths ...string) error {
+	if err := qemuvm.Root.Chown(paths...); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := os.Chmod(p, 0o444); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -59,6 +59,13 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 			errs = append(errs, err)
 			continue
 		}
+		if d.jails != nil && d.jails.cgroups != nil {
+			if g, err := d.jails.cgroups.Group(name); err == nil {
+				if err := g.Remove(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		swept = append(swept, name)
 	}
 	return swept, errors.Join(errs...)
@@ -101,7 +108,7 @@ func killQEMUsOf(ctx context.Context, runDir string) error {
 		if err != nil {
 			continue // ended meanwhile
 		}
-		p, err := attachProcess(pid, st, runDir, "")
+		p, err := attachProcess(pid, st, runDir, "", nil)
 		if err != nil {
 			continue
 		}

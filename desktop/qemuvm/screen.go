@@ -14,7 +14,8 @@ import (
 
 // Screendump asks QEMU for a picture of the screen. QEMU writes it as a
 // PPM file into dir (a directory QEMU may write to: the machine's run
-// directory), which is read and removed.
+// directory), which is read and removed. The file is made here, then given
+// to dir's owner: a QEMU running as a machine's own user opens it by name.
 func Screendump(ctx context.Context, ex Executor, dir string) (image.Image, error) {
 	f, err := os.CreateTemp(dir, "screendump-*.ppm")
 	if err != nil {
@@ -23,6 +24,13 @@ func Screendump(ctx context.Context, ex Executor, dir string) (image.Image, erro
 	path := f.Name()
 	f.Close()
 	defer os.Remove(path)
+	own, err := OwnerOf(dir)
+	if err == nil {
+		err = own.Chown(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("screendump: give %s to the machine's user: %w", path, err)
+	}
 	if err := ex.Execute(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {
 		return nil, fmt.Errorf("screendump: %w", err)
 	}

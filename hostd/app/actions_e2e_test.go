@@ -67,7 +67,7 @@ func startStackWith(t *testing.T, flavor string, pool int) *actionStack {
 	baked := testenv.Snapshot(t, flavor)
 	log := testenv.Logger(t)
 	ctx := context.Background()
-	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: t.TempDir(), Logger: log})
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

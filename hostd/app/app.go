@@ -53,6 +53,12 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			return nil, fmt.Errorf("state directories: %w", err)
 		}
 	}
+	// Desktops' QEMU processes, each its own user, pass through the state
+	// directory to their own (0700) directories under desktops/; what
+	// else it holds is 0600 or 0700.
+	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("state directories: %w", err)
+	}
 	a := &App{cfg: cfg, log: log}
 	var err error
 	if a.Token, a.NewToken, err = loadOrMakeToken(cfg.TokenFile()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
@@ -20,10 +21,22 @@ type Closer interface{ Close() }
 func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log *slog.Logger) (desktop.Driver, error) {
 	switch c.Driver {
 	case "qemu", "":
-		return qemu.New(ctx, qemu.Options{
+		opts := qemu.Options{
 			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
-			RefillGate: mirrors.RefillGate(), Logger: log,
-		})
+			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), Logger: log,
+		}
+		switch c.QEMUUIDs {
+		case "":
+		case "off":
+			opts.Unconfined = true
+		default:
+			r, err := confine.ParseIDRange(c.QEMUUIDs)
+			if err != nil {
+				return nil, fmt.Errorf("--qemu-uids: %w", err)
+			}
+			opts.UIDs = r
+		}
+		return qemu.New(ctx, opts)
 	case "libvirt":
 		return libvirt.New(ctx, libvirt.Options{
 			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, Logger: log,

@@ -67,7 +67,7 @@ func hostConfig(t *testing.T, driver, flavor string) (config.Serve, string) {
 	t.Helper()
 	baked := testenv.Snapshot(t, flavor)
 	cfg := config.DefaultServe()
-	cfg.StateDir = t.TempDir()
+	cfg.StateDir = testenv.DataDir(t)
 	cfg.RunDir = testenv.RunDir(t)
 	cfg.Driver = driver
 	cfg.Accel = "tcg"

@@ -152,6 +152,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if e.dataDir, err = os.MkdirTemp(o.Paths.StateDir, "bench-"); err != nil {
 		return nil, err
 	}
+	// As hostd serve does: QEMU, as each machine's own user, passes
+	// through the state directory to its machine's directory.
+	if err := os.Chmod(o.Paths.StateDir, 0o711); err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(e.dataDir)
 	if e.runDir, err = os.MkdirTemp("", "wdb"); err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ import (
 // suites that ran comes out as a number, or null with a note.
 func TestSmokeEverySuite(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	state := t.TempDir()
+	state := testenv.DataDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

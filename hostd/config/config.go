@@ -73,6 +73,12 @@ type Serve struct {
 	ShutdownGrace   time.Duration
 	// NoSandbox turns QEMU's seccomp sandbox off (debugging only).
 	NoSandbox bool
+	// QEMUUIDs is the range of user ids machines' QEMU processes run as,
+	// FIRST-LAST; empty for the default, "off" to run them as hostd's
+	// user (the QEMU driver only).
+	QEMUUIDs string
+	// NoCgroups keeps desktops' QEMU processes in hostd's cgroup.
+	NoCgroups bool
 }
 
 // DefaultServe returns the defaults.
@@ -100,6 +106,8 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
+	fs.StringVar(&s.QEMUUIDs, "qemu-uids", s.QEMUUIDs, "user ids desktops' QEMU processes run as, one each, FIRST-LAST (default 900000000-900065535); off: as hostd's user")
+	fs.BoolVar(&s.NoCgroups, "no-cgroups", s.NoCgroups, "keep desktops' QEMU processes in hostd's cgroup instead of a cgroup each")
 }
 
 // ParseSize reads a size such as 1GiB, 512MiB, 2G or 1024 (MiB) into MiB.

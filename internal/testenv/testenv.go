@@ -84,7 +84,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 // limited to 108 bytes, and test temp directories can be long).
 func RunDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wd")
+	return topTempDir(t, "wd")
+}
+
+// DataDir is a directory for machines' disks or a hostd state directory.
+// Unlike t.TempDir's, its parent (the system's temporary directory) lets
+// other users through: QEMU runs as each machine's own user and must
+// reach that machine's directory below it.
+func DataDir(t testing.TB) string {
+	t.Helper()
+	return topTempDir(t, "wdd")
+}
+
+func topTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +130,7 @@ func Snapshot(t testing.TB, flavor string) Baked {
 	}
 	unlock := lock(t, filepath.Join(cache, "test-snapshots", ".bake.lock"))
 	defer unlock()
-	drv, err := qemu.New(ctx, qemu.Options{RunDir: RunDir(t), DataDir: t.TempDir(), Logger: Logger(t)})
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: RunDir(t), DataDir: DataDir(t), Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

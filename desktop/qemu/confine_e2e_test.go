@@ -1,0 +1,184 @@
+package qemu_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+// confined is what a machine's record says of its confinement.
+type confined struct {
+	UID     uint32   `json:"uid"`
+	Cgroup  []string `json:"cgroup"`
+	Disk    string   `json:"disk"`
+	DataDir string   `json:"data_dir"`
+}
+
+func recordOf(t *testing.T, m desktop.Machine) confined {
+	t.Helper()
+	var c confined
+	if err := json.Unmarshal(m.Record(), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Each desktop's QEMU runs as a user of its own, without capabilities,
+// in a cgroup of its own with the limits set, and cannot open another
+// desktop's disk; hostd stays out of the desktops' cgroups.
+func TestQEMURunsConfined(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("confinement needs root")
+	}
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var ms []desktop.Machine
+	for i := range 2 {
+		m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-confine" + strconv.Itoa(i), Snapshot: baked.Snapshot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Destroy(context.WithoutCancel(ctx))
+		ms = append(ms, m)
+	}
+	a, b := recordOf(t, ms[0]), recordOf(t, ms[1])
+	if a.UID == 0 || b.UID == 0 || a.UID == b.UID {
+		t.Fatalf("QEMU user ids %d and %d: want two distinct non-root ids", a.UID, b.UID)
+	}
+	for i, m := range ms {
+		rec := recordOf(t, m)
+		status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(m.Pid()), "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strconv.FormatUint(uint64(rec.UID), 10)
+		for _, line := range []string{
+			"Uid:\t" + want + "\t" + want + "\t" + want + "\t" + want,
+			"Gid:\t" + want + "\t" + want + "\t" + want + "\t" + want,
+			"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1",
+		} {
+			if !strings.Contains(string(status), line+"\n") {
+				t.Errorf("desktop %d: /proc/PID/status lacks %q:\n%s", i, line, status)
+			}
+		}
+		checkCgroup(t, m.Pid(), rec)
+		// A screendump: QEMU, as the machine's user, writes the file.
+		if _, err := m.Screendump(ctx); err != nil {
+			t.Errorf("desktop %d: screendump as the machine's user: %v", i, err)
+		}
+	}
+	// As desktop a's user: its own disk opens, b's does not.
+	if out, err := asUser(a.UID, "head", "-c", "4", a.Disk); err != nil || out != "QFI\xfb" {
+		t.Fatalf("desktop a's user reading its own disk: %q, %v", out, err)
+	}
+	out, err := asUser(a.UID, "head", "-c", "4", b.Disk)
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("desktop a's user reading desktop b's disk: %q, %v; want permission denied", out, err)
+	}
+
+	// Destroyed: its cgroup goes, and its id is free again.
+	if err := ms[0].Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range a.Cgroup {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s remains after Destroy (%v)", dir, err)
+		}
+	}
+
+	// Hibernated: b's files go back to root, so a later machine given b's
+	// id cannot reach them; woken, they belong to its new id.
+	raw, err := ms[1].Hibernate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{b.DataDir, b.Disk} {
+		if own, err := qemuvm.OwnerOf(p); err != nil || own != qemuvm.Root {
+			t.Errorf("%s of a hibernated desktop: owner %v, %v; want root", p, own, err)
+		}
+	}
+	woken, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-confine1", Snapshot: baked.Snapshot, Hibernated: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer woken.Destroy(context.WithoutCancel(ctx))
+	w := recordOf(t, woken)
+	if own, err := qemuvm.OwnerOf(w.Disk); err != nil || own.UID != w.UID || w.UID == 0 {
+		t.Errorf("woken desktop's disk owner %v, %v; want its new id %d", own, err, w.UID)
+	}
+	checkCgroup(t, woken.Pid(), w)
+}
+
+// checkCgroup checks that pid sits in the machine's own cgroup with its
+// limits, and that hostd does not.
+func checkCgroup(t *testing.T, pid int, rec confined) {
+	t.Helper()
+	if len(rec.Cgroup) == 0 {
+		t.Fatal("the machine has no cgroup")
+	}
+	for _, dir := range rec.Cgroup {
+		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members := strings.Fields(string(procs))
+		if !contains(members, strconv.Itoa(pid)) || contains(members, strconv.Itoa(os.Getpid())) {
+			t.Errorf("%s holds %v: want QEMU %d and not hostd %d", dir, members, pid, os.Getpid())
+		}
+	}
+	limits := map[string]string{}
+	if len(rec.Cgroup) == 1 {
+		limits[filepath.Join(rec.Cgroup[0], "pids.max")] = "512"
+		limits[filepath.Join(rec.Cgroup[0], "memory.max")] = strconv.Itoa((1024 + 1536) << 20)
+	} else {
+		limits[filepath.Join(rec.Cgroup[0], "memory.limit_in_bytes")] = strconv.Itoa((1024 + 1536) << 20)
+		limits[filepath.Join(rec.Cgroup[1], "cpu.shares")] = strconv.Itoa(2 * 1024)
+		limits[filepath.Join(rec.Cgroup[2], "pids.max")] = "512"
+		if peak, err := os.ReadFile(filepath.Join(rec.Cgroup[0], "memory.max_usage_in_bytes")); err == nil {
+			n, _ := strconv.ParseInt(strings.TrimSpace(string(peak)), 10, 64)
+			t.Logf("cgroup memory peak so far: %d MiB", n>>20)
+		}
+	}
+	for file, want := range limits {
+		got, err := os.ReadFile(file)
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s = %q, %v; want %s", file, got, err, want)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// asUser runs a command as uid (and gid uid) with no supplementary groups,
+// returning its combined output.
+func asUser(uid uint32, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
