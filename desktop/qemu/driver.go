@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
 	"github.com/warmdesk/warmdesk/desktop/confine"
+	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 

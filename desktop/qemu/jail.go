@@ -79,10 +79,10 @@ func newConfinement(opts Options, log *slog.Logger) (*confinement, error) {
 
 // jail is one machine's share of the confinement.
 type jail struct {
-	owner *qemuvm.Owner   // nil: QEMU runs as hostd's user
-	group *confine.Group  // nil: no cgroup of its own
-	limit int64           // the group's memory limit, for the exit reason
-	ids   *confine.IDs    // where owner's id goes back to
+	owner *qemuvm.Owner  // nil: QEMU runs as hostd's user
+	group *confine.Group // nil: no cgroup of its own
+	limit int64          // the group's memory limit, for the exit reason
+	ids   *confine.IDs   // where owner's id goes back to
 	once  sync.Once
 }
 
