@@ -92,7 +92,7 @@ type Desktop struct {
 	Name       string           `json:"name"`
 	Snapshot   string           `json:"snapshot"`
 	State      State            `json:"state"`
-	Reason     string           `json:"reason,omitempty"` // why it failed, when it did
+	Reason     string           `json:"reason,omitempty"` // why it failed, or paused itself (disk_full)
 	Resources  Resources        `json:"resources"`
 	Network    netpolicy.Policy `json:"network"`
 	CreatedAt  time.Time        `json:"created_at"`

@@ -97,6 +97,13 @@ type RestoreSpec struct {
 	DiskMiB    int
 }
 
+// Halter is a Machine that may pause its guest on its own: a QEMU machine
+// whose disk reached its bound (disk_mib). Halted delivers the reason each
+// time, after the guest's CPUs have stopped.
+type Halter interface {
+	Halted() <-chan string
+}
+
 // Machine is one running (or paused) virtual machine.
 type Machine interface {
 	// Record is what Attach and Cleanup need to find this machine again.

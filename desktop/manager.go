@@ -416,6 +416,26 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 	}()
 }
 
+// halt records that mach paused its running desktop on its own.
+func (m *Manager) halt(e *entry, mach Machine, reason string) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	e.mu.Lock()
+	if e.m != mach || e.d.State != StateRunning {
+		e.mu.Unlock()
+		return
+	}
+	e.d.State = StatePaused
+	e.d.Reason = reason
+	d := e.d
+	e.mu.Unlock()
+	m.log.Warn("desktop paused itself", "desktop", d.ID, "reason", reason)
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record a paused desktop", "desktop", d.ID, "err", err)
+	}
+	m.publish(EventState, d)
+}
+
 func closeOnce(e *entry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -433,12 +453,22 @@ func machineID(id string) string {
 }
 
 // watch notices a machine that ends on its own: the desktop fails with the
-// reason and its files are removed at once.
+// reason and its files are removed at once. A machine that pauses itself
+// (a Halter) leaves its desktop paused with the reason.
 func (m *Manager) watch(e *entry, mach Machine) {
-	select {
-	case <-mach.Exited():
-	case <-m.closed:
-		return
+	var halted <-chan string
+	if h, ok := mach.(Halter); ok {
+		halted = h.Halted()
+	}
+	for done := false; !done; {
+		select {
+		case <-mach.Exited():
+			done = true
+		case reason := <-halted:
+			m.halt(e, mach, reason)
+		case <-m.closed:
+			return
+		}
 	}
 	select {
 	case <-m.closed:

@@ -270,3 +270,43 @@ func TestFreeSpaceReserveRefusesWhatWritesFiles(t *testing.T) {
 		t.Fatalf("wake with room: %v", err)
 	}
 }
+
+// A machine that pauses itself (its disk bound) leaves its desktop paused
+// with the reason, recorded and announced; a resume clears the reason.
+func TestMachineThatHaltsPausesItsDesktop(t *testing.T) {
+	f, cat := fakeSetup(t)
+	store := desktoptest.NewMemStore()
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: desktop.DefaultLimits()})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", DiskMiB: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, stop := m.Subscribe()
+	defer stop()
+	mach, _, err := m.Machine(ctx, d.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach.(*desktoptest.FakeMachine).Halt("disk_full: test")
+	timeout := time.After(10 * time.Second)
+	for paused := false; !paused; {
+		select {
+		case ev := <-events:
+			paused = ev.Desktop.ID == d.ID && ev.Desktop.State == desktop.StatePaused
+		case <-timeout:
+			t.Fatal("no event for the desktop pausing itself")
+		}
+	}
+	got, err := m.Get(d.ID)
+	if err != nil || got.State != desktop.StatePaused || got.Reason != "disk_full: test" {
+		t.Fatalf("after the halt: %s %q %v", got.State, got.Reason, err)
+	}
+	recs, err := store.LoadDesktops()
+	if err != nil || len(recs) != 1 || recs[0].State != desktop.StatePaused || recs[0].Reason != "disk_full: test" {
+		t.Fatalf("recorded: %+v %v", recs, err)
+	}
+	if got, err := m.Resume(ctx, d.ID); err != nil || got.State != desktop.StateRunning || got.Reason != "" {
+		t.Fatalf("resume: %s %q %v", got.State, got.Reason, err)
+	}
+}

@@ -94,7 +94,7 @@ func (f *Fake) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machine
 }
 
 func (f *Fake) newMachine(rec fakeRecord, shape desktop.MachineShape) *FakeMachine {
-	m := &FakeMachine{f: f, rec: rec, shape: shape, exited: make(chan struct{}), status: "running"}
+	m := &FakeMachine{f: f, rec: rec, shape: shape, exited: make(chan struct{}), status: "running", halted: make(chan string, 1)}
 	f.mu.Lock()
 	f.machines[rec.ID] = m
 	f.mu.Unlock()
@@ -217,9 +217,21 @@ type FakeMachine struct {
 	reason  string
 	exited  chan struct{}
 	ended   bool
+	halted  chan string
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
+var _ desktop.Halter = (*FakeMachine)(nil)
+
+// Halted delivers what Halt says.
+func (m *FakeMachine) Halted() <-chan string { return m.halted }
+
+// Halt pauses the machine on its own, as a QEMU machine does at its disk
+// bound, and says why on Halted.
+func (m *FakeMachine) Halt(reason string) {
+	m.setStatus("paused")
+	m.halted <- reason
+}
 
 // Record returns the machine's record.
 func (m *FakeMachine) Record() json.RawMessage {

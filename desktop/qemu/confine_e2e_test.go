@@ -182,3 +182,56 @@ func asUser(uid uint32, name string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// A guest writing until its disk bound pauses itself, saying disk_full,
+// with its overlay on the host no larger than the bound plus a small
+// slack: the writes in flight when QEMU reported the crossing.
+func TestDiskBoundPausesTheDesktop(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const bound = 64
+	m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-diskbound", Snapshot: baked.Snapshot, DiskMiB: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(context.WithoutCancel(ctx))
+	rec := recordOf(t, m)
+	before, err := os.Stat(rec.Disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill, stopFill := context.WithCancel(ctx)
+	defer stopFill()
+	go desktop.Shell(fill, m.Agent(), "dd if=/dev/zero of=/root/fill bs=1M count=400 oflag=direct", 3*time.Minute)
+	select {
+	case reason := <-m.(desktop.Halter).Halted():
+		if !strings.HasPrefix(reason, "disk_full:") {
+			t.Fatalf("reason %q, want disk_full", reason)
+		}
+	case <-ctx.Done():
+		t.Fatal("the guest filled its disk and the desktop never paused")
+	}
+	stopFill()
+	stopped, err := m.(desktop.Stopper).Stopped(ctx)
+	if err != nil || !stopped {
+		t.Fatalf("guest CPUs stopped: %v, %v; want stopped", stopped, err)
+	}
+	after, err := os.Stat(rec.Disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slackMiB = 16
+	t.Logf("overlay %d KiB before the fill, %d KiB when paused: %d KiB past the bound of %d MiB", before.Size()>>10, after.Size()>>10, (after.Size()-bound<<20)>>10, bound)
+	if after.Size() > (bound+slackMiB)<<20 {
+		t.Fatalf("overlay grew to %d bytes, past the bound of %d MiB plus %d MiB slack", after.Size(), bound, slackMiB)
+	}
+	if after.Size() < bound<<20 {
+		t.Fatalf("paused at %d bytes, before reaching the bound of %d MiB", after.Size(), bound)
+	}
+}

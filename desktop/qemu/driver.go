@@ -254,12 +254,13 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 		return nil, fmt.Errorf("qemu monitor: %w", r.err)
 	}
 	m := &Machine{
-		drv:   d,
-		log:   d.log.With("machine", rec.ID),
-		proc:  proc,
-		rec:   rec,
-		qmp:   r.c,
-		agent: &agentConn{path: rec.Path("qga.sock")},
+		drv:    d,
+		log:    d.log.With("machine", rec.ID),
+		proc:   proc,
+		rec:    rec,
+		qmp:    r.c,
+		agent:  &agentConn{path: rec.Path("qga.sock")},
+		halted: make(chan string, 1),
 	}
 	d.mu.Lock()
 	d.live[m] = struct{}{}
@@ -330,7 +331,13 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 			return nil, err
 		}
 	}
+	m.mu.Lock()
+	m.rec.DiskMiB = spec.DiskMiB
+	m.mu.Unlock()
 	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true)
+	if err == nil {
+		err = m.armDiskBound(ctx)
+	}
 	if err != nil {
 		d.pool.signal()
 		m.Destroy(context.WithoutCancel(ctx))
@@ -398,7 +405,14 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		j.exit()
 		return nil, fmt.Errorf("%w: machine %s: %w", desktop.ErrNotFound, rec.ID, err)
 	}
-	return d.connect(ctx, rec, proc)
+	m, err := d.connect(ctx, rec, proc)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.armDiskBound(ctx); err != nil {
+		m.log.Warn("disk bound not armed again", "err", err)
+	}
+	return m, nil
 }
 
 // Cleanup ends a machine's process if it still runs and removes its files.

@@ -41,6 +41,9 @@ type record struct {
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`
 	HibernateFile string `json:"hibernate_file,omitempty"`
+	// DiskMiB bounds the desktop's own disk (its top overlay's file);
+	// 0: unbounded.
+	DiskMiB int `json:"disk_mib,omitempty"`
 	// UID is the user (and group) id QEMU runs as; 0 when unconfined.
 	UID uint32 `json:"uid,omitempty"`
 	// Cgroup are the directories of the machine's cgroup (one per v1
@@ -68,6 +71,10 @@ type Machine struct {
 
 	// poolKey identifies the bake a pooled machine was spawned for.
 	poolKey string
+
+	// halted says why the machine paused itself (its disk bound).
+	halted    chan string
+	boundOnce sync.Once
 }
 
 var _ desktop.Machine = (*Machine)(nil)
@@ -123,6 +130,11 @@ func (m *Machine) Pause(ctx context.Context) error {
 func (m *Machine) Resume(ctx context.Context) error {
 	if m.record().Template {
 		return fmt.Errorf("%w: a template machine never resumes: its writes would land in every clone's memory", desktop.ErrConflict)
+	}
+	// The disk bound's threshold fires once: armed again before the guest
+	// runs, it catches the next write past the bound.
+	if err := m.armDiskBound(ctx); err != nil {
+		return fmt.Errorf("resume: %w", err)
 	}
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("resume: %w", err)

@@ -298,6 +298,10 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	m.rec.Frozen = rec.Disk
 	m.rec.Disk, m.rec.DiskNode = next, node
 	m.mu.Unlock()
+	// The bound follows the disk to its new top overlay.
+	if err := m.armDiskBound(ctx); err != nil {
+		m.log.Warn("disk bound not armed on the new overlay", "err", err)
+	}
 	return nil
 }
 
@@ -382,6 +386,10 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	}
 	if err := m.restore(ctx, rec.HibernateFile, false); err != nil {
 		// Keep the saved state: a later wake may succeed.
+		m.proc.kill(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	if err := m.armDiskBound(ctx); err != nil {
 		m.proc.kill(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wake: %w", err)
 	}
