@@ -36,5 +36,5 @@ func findPid(uuid string) int {
 // watchConsole reads the serial console socket line by line, for Boot
 // machines whose readiness is reported there.
 func (m *Machine) watchConsole(ctx context.Context, fn func(string)) error {
-	return qemuvm.WatchConsole(ctx, m.record().Path("console.sock"), m.exited, fn)
+	return qemuvm.WatchConsole(ctx, m.record().Path("console.sock"), "", m.exited, fn) // virtlogd writes and rotates its log
 }

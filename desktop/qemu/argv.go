@@ -20,8 +20,6 @@ type Config struct {
 	VNC       string // unix socket path
 	Agent     string // unix socket path
 	Console   string // unix socket path the serial console is served on
-	// ConsoleLog receives everything the guest prints on its console.
-	ConsoleLog string
 	// NIC is the unix socket path QEMU serves the NIC's frames on.
 	NIC string
 	// Incoming starts QEMU waiting for migrate-incoming.
@@ -59,7 +57,9 @@ func Argv(c Config) []string {
 	a = append(a,
 		"-blockdev", "driver=qcow2,node-name="+qemuvm.DiskNodeID+",discard=unmap,file.driver=file,file.filename="+qemuvm.Escape(c.Disk),
 		"-chardev", "socket,id="+qemuvm.AgentCharID+",path="+qemuvm.Escape(c.Agent)+",server=on,wait=off",
-		"-chardev", "socket,id="+qemuvm.SerialCharID+",path="+qemuvm.Escape(c.Console)+",server=on,wait=off,logfile="+qemuvm.Escape(c.ConsoleLog)+",logappend=on",
+		// The console's log is hostd's to write (capped), not QEMU's: a
+		// guest printing without end would fill the host's disk.
+		"-chardev", "socket,id="+qemuvm.SerialCharID+",path="+qemuvm.Escape(c.Console)+",server=on,wait=off",
 		// The NIC's only backend is a socket hostd's egress network serves:
 		// whatever the guest's policy, nothing else carries its packets.
 		"-netdev", qemuvm.Netdev(c.NIC),

@@ -43,7 +43,7 @@ func TestArgvGoldenBake(t *testing.T) {
 		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2", MonitorFD: 3,
 		VNC: "/run/w/bake-1/vnc.sock", Agent: "/run/w/bake-1/qga.sock", Console: "/run/w/bake-1/console.sock",
-		ConsoleLog: "/var/w/bake-1/console.log", Sandbox: true,
+		Sandbox: true,
 	}))
 }
 
@@ -53,7 +53,7 @@ func TestArgvGoldenClone(t *testing.T) {
 		Memory: qemuvm.Memory{Path: "/snap/minimal/memory", Share: false},
 		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
 		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
-		ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
+		NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
 		RunAs: &qemuvm.Owner{UID: 900000007, GID: 900000007},
 	}))
 }

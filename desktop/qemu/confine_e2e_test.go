@@ -235,3 +235,45 @@ func TestDiskBoundPausesTheDesktop(t *testing.T) {
 		t.Fatalf("paused at %d bytes, before reaching the bound of %d MiB", after.Size(), bound)
 	}
 }
+
+// A guest printing without end on its serial console leaves at most two
+// capped log files on the host.
+func TestConsoleLogIsCapped(t *testing.T) {
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-console", Snapshot: baked.Snapshot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(context.WithoutCancel(ctx))
+	const written = 5 * qemuvm.ConsoleLogMax / 2
+	res, err := desktop.Shell(ctx, m.Agent(), "head -c "+strconv.Itoa(written)+" /dev/zero | tr '\\0' x | fold -w 99 > /dev/ttyS0; echo end > /dev/ttyS0", 4*time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("printing on the console: %+v, %v", res, err)
+	}
+	log := filepath.Join(recordOf(t, m).DataDir, "console.log")
+	if !testenv.Poll(30*time.Second, 10*time.Millisecond, time.Second, func() bool {
+		b, err := os.ReadFile(log)
+		return err == nil && strings.HasSuffix(string(b), "end\n")
+	}) {
+		t.Fatal("the console's last line never reached its log")
+	}
+	total := int64(0)
+	for _, p := range []string{log, log + ".1"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > qemuvm.ConsoleLogMax {
+			t.Errorf("%s holds %d bytes, past the cap of %d", p, fi.Size(), qemuvm.ConsoleLogMax)
+		}
+		total += fi.Size()
+	}
+	t.Logf("the guest printed %d bytes; the host keeps %d", written, total)
+}

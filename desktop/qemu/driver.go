@@ -173,17 +173,16 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 		return nil, err
 	}
 	cfg := Config{
-		Binary:     d.opts.Binary,
-		Name:       rec.ID,
-		Shape:      rec.Shape,
-		Disk:       rec.Disk,
-		MonitorFD:  3, // the first of ExtraFiles
-		VNC:        rec.Path("vnc.sock"),
-		Agent:      rec.Path("qga.sock"),
-		Console:    rec.Path("console.sock"),
-		ConsoleLog: rec.Path("console.log"),
-		NIC:        rec.Path(qemuvm.NICSocket),
-		Sandbox:    !d.opts.NoSandbox,
+		Binary:    d.opts.Binary,
+		Name:      rec.ID,
+		Shape:     rec.Shape,
+		Disk:      rec.Disk,
+		MonitorFD: 3, // the first of ExtraFiles
+		VNC:       rec.Path("vnc.sock"),
+		Agent:     rec.Path("qga.sock"),
+		Console:   rec.Path("console.sock"),
+		NIC:       rec.Path(qemuvm.NICSocket),
+		Sandbox:   !d.opts.NoSandbox,
 	}
 	custom(&cfg)
 	j, err := d.jails.jail(rec)
@@ -214,6 +213,10 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 	m, err := d.connect(ctx, rec, proc)
 	if err == nil {
 		err = j.verify(proc.pid)
+	}
+	if err == nil && cfg.Boot == nil {
+		// A Boot machine's console is watched by Boot, for its readiness.
+		err = m.watchConsole(context.WithoutCancel(ctx), nil)
 	}
 	if err != nil {
 		kill()
@@ -408,6 +411,9 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	m, err := d.connect(ctx, rec, proc)
 	if err != nil {
 		return nil, err
+	}
+	if err := m.watchConsole(context.WithoutCancel(ctx), nil); err != nil {
+		m.log.Warn("console not logged", "err", err)
 	}
 	if err := m.armDiskBound(ctx); err != nil {
 		m.log.Warn("disk bound not armed again", "err", err)

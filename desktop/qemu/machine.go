@@ -181,8 +181,9 @@ func (m *Machine) Destroy(ctx context.Context) error {
 	return m.record().Remove()
 }
 
-// watchConsole reads the serial console socket line by line, for Boot
-// machines whose readiness is reported there.
+// watchConsole reads the serial console socket line by line into the
+// machine's capped console log, and hands each line to fn (may be nil; a
+// Boot machine reports its readiness there).
 func (m *Machine) watchConsole(ctx context.Context, fn func(string)) error {
-	return qemuvm.WatchConsole(ctx, m.rec.Path("console.sock"), m.proc.done, fn)
+	return qemuvm.WatchConsole(ctx, m.rec.Path("console.sock"), m.rec.Path("console.log"), m.proc.done, fn)
 }

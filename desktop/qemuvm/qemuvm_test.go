@@ -465,7 +465,8 @@ func TestWatchConsole(t *testing.T) {
 	lines := make(chan string, 10)
 	done := make(chan struct{})
 	defer close(done)
-	if err := qemuvm.WatchConsole(ctx(t), path, done, func(s string) { lines <- s }); err != nil {
+	logPath := filepath.Join(t.TempDir(), "console.log")
+	if err := qemuvm.WatchConsole(ctx(t), path, logPath, done, func(s string) { lines <- s }); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"booting", "warmdesk: ready"} {
@@ -486,7 +487,10 @@ func TestWatchConsole(t *testing.T) {
 	case <-ctx(t).Done():
 		t.Fatal("an endless line was never handed over")
 	}
-	if err := qemuvm.WatchConsole(ctx(t), filepath.Join(t.TempDir(), "none.sock"), done, nil); err == nil {
+	if log, err := os.ReadFile(logPath); err != nil || !strings.HasPrefix(string(log), "booting\nwarmdesk: ready\n") {
+		t.Errorf("console log %.40q, %v", log, err)
+	}
+	if err := qemuvm.WatchConsole(ctx(t), filepath.Join(t.TempDir(), "none.sock"), "", done, nil); err == nil {
 		t.Error("watched a console that is not there")
 	}
 }
@@ -544,5 +548,32 @@ func TestPointTabletMakesTheTabletCurrent(t *testing.T) {
 	mon.Reply("query-mice", []qemuvm.Mouse{{Name: "QEMU PS/2 Mouse", Current: true}})
 	if err := qemuvm.PointTablet(context.Background(), mon); !errors.Is(err, desktop.ErrMismatch) {
 		t.Errorf("no tablet: %v", err)
+	}
+}
+
+// A console log about to pass its bound moves to NAME.1 and starts again;
+// the two files together never hold more than twice the bound.
+func TestCappedLogRotates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	l, err := qemuvm.OpenCappedLog(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		l.WriteLine(fmt.Sprintf("line %02d", i)) // 8 bytes each
+	}
+	l.WriteLine(strings.Repeat("y", 500))
+	l.WriteLine("last")
+	l.Close()
+	cur, err := os.ReadFile(path)
+	if err != nil || string(cur) != "last\n" && !strings.HasSuffix(string(cur), "last\n") {
+		t.Fatalf("current log %q, %v", cur, err)
+	}
+	old, err := os.ReadFile(path + ".1")
+	if err != nil || len(old) > 100 || len(cur) > 100 {
+		t.Fatalf("rotated %d bytes (%v), current %d: want each at most 100", len(old), err, len(cur))
+	}
+	if len(old) != 100 || strings.Count(string(old), "y") != 99 {
+		t.Fatalf("an overlong line is cut to the bound: %q", old)
 	}
 }
