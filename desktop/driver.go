@@ -97,6 +97,24 @@ type RestoreSpec struct {
 	DiskMiB    int
 }
 
+// Committer is a Machine that keeps what recovery may need until the
+// Manager's record names it: a woken QEMU machine keeps the state it woke
+// from until Committed.
+type Committer interface {
+	Committed()
+}
+
+// HibernatedError is what Attach returns for a machine that a crash
+// caught between its hibernation and the record saying so: its process
+// is gone, its whole state is saved, and Record is its hibernated record.
+type HibernatedError struct {
+	Record json.RawMessage
+}
+
+func (e *HibernatedError) Error() string {
+	return "the machine was hibernated and ended while its record still said running"
+}
+
 // Halter is a Machine that may pause its guest on its own: a QEMU machine
 // whose disk reached its bound (disk_mib). Halted delivers the reason each
 // time, after the guest's CPUs have stopped.

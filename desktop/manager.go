@@ -325,6 +325,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	if err := m.store.PutDesktop(d); err != nil {
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
+	Fault(FaultCreateRecorded)
 	e := &entry{d: d, guestReady: make(chan struct{})}
 	e.op.Lock()
 	defer e.op.Unlock()
@@ -342,6 +343,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		m.store.DeleteDesktop(id)
 		return Desktop{}, fmt.Errorf("create from %s: %w", snap.Name, err)
 	}
+	Fault(FaultCreateRestored)
 	e.mu.Lock()
 	e.m = mach
 	e.d.State = StateRunning
@@ -713,6 +715,7 @@ func (m *Manager) Hibernate(ctx context.Context, id string) (Desktop, error) {
 		e.m = nil
 		e.expectExit = false
 		e.d.Machine = rec
+		Fault(FaultHibernateSaved)
 		return nil
 	})
 }
@@ -733,7 +736,8 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 			defer release()
 		}
 	}
-	return m.transition(ctx, id, "wake", StateRunning, func(e *entry) error {
+	var woken Machine
+	d, err := m.transition(ctx, id, "wake", StateRunning, func(e *entry) error {
 		d := e.snapshot()
 		if d.State != StateHibernated {
 			return &TransitionError{ID: id, From: d.State, Action: "wake"}
@@ -744,6 +748,8 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		if err != nil {
 			return err
 		}
+		woken = mach
+		Fault(FaultWakeRestored)
 		e.mu.Lock()
 		e.m = mach
 		e.d.Machine = mach.Record()
@@ -753,6 +759,12 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		m.machineUp(e, mach, true)
 		return nil
 	})
+	// Only now that the record names the running machine may the state it
+	// woke from go: until then, recovery wakes the desktop from it again.
+	if c, ok := woken.(Committer); ok && err == nil {
+		c.Committed()
+	}
+	return d, err
 }
 
 // Delete ends a desktop and removes everything it owned. Deleting a

@@ -57,6 +57,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	if err := mach.AdoptSnapshot(sctx, snap); err != nil {
 		m.log.Error("point the desktop's disk at its snapshot", "desktop", d.ID, "err", err)
 	}
+	Fault(FaultSnapshotCommitted)
 	e.mu.Lock()
 	e.d.Uses = append(e.d.Uses, snap.Name)
 	e.d.Machine = mach.Record()
@@ -106,6 +107,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", id, err)
 	}
+	Fault(FaultForkSnapshotted)
 	copies := make([]Desktop, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

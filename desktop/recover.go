@@ -3,8 +3,10 @@ package desktop
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -78,6 +80,18 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 			break
 		}
 		mach, err := m.drv.Attach(ctx, d.Machine)
+		var hib *HibernatedError
+		if errors.As(err, &hib) {
+			// Hibernated whole; only the record was not written.
+			e.d.State = StateHibernated
+			e.d.Machine = hib.Record
+			e.d.Reason = ""
+			if err := m.store.PutDesktop(e.d); err != nil {
+				log.Error("record a desktop found hibernated", "err", err)
+			}
+			log.Info("found hibernated: a crash came between its hibernation and its record")
+			break
+		}
 		if err != nil {
 			e.d.State = StateFailed
 			e.d.Reason = "its machine ended while hostd was not running: " + err.Error()
@@ -89,6 +103,14 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 		e.m = mach
 		if d.State == StateRunning {
 			m.resumeStopped(ctx, mach, log)
+		}
+		// The machine may have moved on from its record (a snapshot a crash
+		// cut short switched its disk to a new overlay), and a snapshot it
+		// made may be committed without the record using it.
+		e.d.Machine = mach.Record()
+		e.d.Uses = m.usesOf(e.d)
+		if err := m.store.PutDesktop(e.d); err != nil {
+			log.Error("record a reattached desktop", "err", err)
 		}
 		m.mu.Lock()
 		m.desktops[d.ID] = e
@@ -224,4 +246,20 @@ func (m *Manager) resumeStopped(ctx context.Context, mach Machine, log *slog.Log
 		return
 	}
 	log.Warn("resumed a desktop a crash left stopped (a fork or snapshot of it was cut short)")
+}
+
+// usesOf is d's snapshots in use: those its record lists, and any snapshot
+// made from d that the record does not list yet.
+func (m *Manager) usesOf(d Desktop) []string {
+	uses := append([]string(nil), d.Uses...)
+	snaps, _, err := m.catalog.List()
+	if err != nil {
+		return uses
+	}
+	for _, s := range snaps {
+		if s.Manifest.Source == d.ID && !slices.Contains(uses, s.Name) {
+			uses = append(uses, s.Name)
+		}
+	}
+	return uses
 }

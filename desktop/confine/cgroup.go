@@ -246,7 +246,15 @@ func (c *Cgroups) Create(id string, l Limits) (*Group, error) {
 		return nil, err
 	}
 	for _, d := range g.dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		err := os.Mkdir(d, 0o755)
+		if errors.Is(err, os.ErrExist) {
+			// Left by a machine that ended while no hostd watched: empty,
+			// it goes; with processes in it, rmdir refuses.
+			if err = rmdirWhenEmpty(d); err == nil {
+				err = os.Mkdir(d, 0o755)
+			}
+		}
+		if err != nil {
 			g.Remove()
 			return nil, fmt.Errorf("cgroups: %w", err)
 		}

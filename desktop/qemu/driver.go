@@ -295,6 +295,10 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 		return nil, err
 	}
 	rec := record{ID: id, Dirs: dirs, Shape: shape, Disk: disk, DiskNode: qemuvm.DiskNodeID, Template: true, Memory: mem}
+	if err := markDraft(dirs.RunDir, spec.Dir); err != nil {
+		rec.Remove()
+		return nil, err
+	}
 	m, err := d.start(ctx, rec, func(c *Config) {
 		c.Memory = qemuvm.Memory{Path: mem, Share: true}
 		c.Boot = qemuvm.KernelBoot(spec.Image)
@@ -406,11 +410,44 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"), j.exit)
 	if err != nil {
 		j.exit()
+		if _, serr := os.Stat(rec.Path(hibernateState)); serr == nil {
+			// Ended after saving its whole state: a hibernation whose
+			// record a crash kept from being written.
+			raw, _ := json.Marshal(hibernatedRecord(rec, d.log))
+			return nil, &desktop.HibernatedError{Record: raw}
+		}
 		return nil, fmt.Errorf("%w: machine %s: %w", desktop.ErrNotFound, rec.ID, err)
 	}
 	m, err := d.connect(ctx, rec, proc)
 	if err != nil {
 		return nil, err
+	}
+	if _, serr := os.Stat(rec.Path(hibernateState)); serr == nil {
+		if status, err := m.Status(ctx); err == nil && status == "postmigrate" {
+			// Its state saved whole and nothing run since: a crash came
+			// between the save and QEMU's end. Finish the hibernation.
+			if err := m.quit(ctx); err != nil {
+				return nil, fmt.Errorf("machine %s: finish its hibernation: %w", rec.ID, err)
+			}
+			raw, _ := json.Marshal(hibernatedRecord(rec, d.log))
+			return nil, &desktop.HibernatedError{Record: raw}
+		}
+	}
+	// Still running: a hibernation state beside it is one a crash cut
+	// short, and the running guest has moved on from it.
+	os.Remove(rec.Path(hibernateState))
+	os.Remove(rec.Path(hibernateState + ".partial"))
+	// A snapshot a crash cut short may have switched the disk to its next
+	// overlay (one freeze at a time) before the record said so.
+	if disk, err := qemuvm.ActiveDisk(ctx, m.qmp); err == nil && disk.NodeName != rec.DiskNode {
+		if disk.NodeName != nextNodeName(rec.DiskNode) {
+			return nil, fmt.Errorf("machine %s: its disk is node %s, its record says %s", rec.ID, disk.NodeName, rec.DiskNode)
+		}
+		next := qemuvm.NextOverlayPath(rec.Disk)
+		m.log.Info("disk overlay found moved on since the record", "recorded", rec.Disk, "active", next)
+		m.mu.Lock()
+		m.rec.Disk, m.rec.DiskNode = next, disk.NodeName
+		m.mu.Unlock()
 	}
 	if err := m.watchConsole(context.WithoutCancel(ctx), nil); err != nil {
 		m.log.Warn("console not logged", "err", err)

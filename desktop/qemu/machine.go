@@ -75,6 +75,10 @@ type Machine struct {
 	// halted says why the machine paused itself (its disk bound).
 	halted    chan string
 	boundOnce sync.Once
+
+	// wokeFrom is the hibernation state a woken machine came from, kept
+	// until Committed.
+	wokeFrom string
 }
 
 var _ desktop.Machine = (*Machine)(nil)

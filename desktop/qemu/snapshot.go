@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -103,7 +104,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	// The template process starts before the desktop pauses, to keep the
 	// pause short. Its disk is blank: it never runs, and clones will use
 	// the frozen overlay instead.
-	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, disk.Image.VirtualSize)
+	tmpl, err := m.drv.spawnTemplate(ctx, rec, mem, dir, disk.Image.VirtualSize)
 	if err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -121,6 +122,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	desktop.Fault(desktop.FaultSnapshotSourceStopped)
 	resumed := false
 	resume := func() {
 		if wasRunning && !resumed {
@@ -154,6 +156,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
 	phase("memory_copied")
+	desktop.Fault(desktop.FaultSnapshotMemoryCopied)
 	if !wasRunning {
 		// A completed outgoing migration leaves the source's disks
 		// inactive, and only cont activates them again; a paused desktop
@@ -188,15 +191,20 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 }
 
 // spawnTemplate starts a QEMU with the same devices as rec, RAM in a new
-// shared file, waiting for an incoming migration.
-func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath string, diskSize int64) (*Machine, error) {
+// shared file, waiting for an incoming migration, for the snapshot draft
+// in draft.
+func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath, draft string, diskSize int64) (*Machine, error) {
 	id := desktop.NewID("tmpl-")
 	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
 	}
 	rec := record{ID: id, Dirs: dirs, Shape: src.Shape, Disk: dirs.Path("blank.qcow2"), DiskNode: qemuvm.DiskNodeID, Template: true}
-	if err := qemuvm.CreateBlank(ctx, d.opts.QemuImg, rec.Disk, diskSize); err != nil {
+	err = markDraft(dirs.RunDir, draft)
+	if err == nil {
+		err = qemuvm.CreateBlank(ctx, d.opts.QemuImg, rec.Disk, diskSize)
+	}
+	if err != nil {
 		rec.Remove()
 		return nil, err
 	}
@@ -339,30 +347,63 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
-	path := m.rec.Path("hibernate.state")
-	if err := m.saveState(ctx, path, false); err != nil {
-		os.Remove(path)
+	// Written under another name and renamed once synced: a hibernation
+	// state under its own name is whole, which is what recovery trusts
+	// when a crash ends hostd between QEMU's end and the record.
+	path := m.rec.Path(hibernateState)
+	partial := path + ".partial"
+	err = m.saveState(ctx, partial, false)
+	if err == nil {
+		err = renameSynced(partial, path)
+	}
+	if err != nil {
+		os.Remove(partial)
 		if status == "running" {
 			m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil)
 		}
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
+	desktop.Fault(desktop.FaultHibernateStateWritten)
 	if err := m.quit(ctx); err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
 	m.mu.Lock()
-	os.RemoveAll(m.rec.RunDir)
-	// Its user id goes back to the range: until a wake hands it a new
-	// one, its files are root's, so no later machine given the same id
-	// can reach them.
-	if err := qemuvm.Root.Chown(m.rec.DataDir, m.rec.Disk); err != nil {
-		m.log.Warn("hibernated machine's files keep their owner", "err", err)
-	}
-	m.rec.Hibernated, m.rec.HibernateFile = true, path
-	m.rec.Pid, m.rec.StartTime = 0, 0
-	m.rec.UID, m.rec.Cgroup = 0, nil
+	m.rec = hibernatedRecord(m.rec, m.log)
 	m.mu.Unlock()
 	return m.Record(), nil
+}
+
+// hibernateState is the file, in a machine's data directory, of its whole
+// saved state while it hibernates.
+const hibernateState = "hibernate.state"
+
+// hibernatedRecord is rec once its QEMU has ended with its state saved:
+// no process, no run directory, and its files root's, its user id back in
+// the range until a wake hands it a new one, so no later machine given
+// the same id can reach them.
+func hibernatedRecord(rec record, log *slog.Logger) record {
+	os.RemoveAll(rec.RunDir)
+	if err := qemuvm.Root.Chown(rec.DataDir, rec.Disk); err != nil {
+		log.Warn("hibernated machine's files keep their owner", "err", err)
+	}
+	rec.Hibernated, rec.HibernateFile = true, rec.Path(hibernateState)
+	rec.Pid, rec.StartTime = 0, 0
+	rec.UID, rec.Cgroup = 0, nil
+	return rec
+}
+
+// renameSynced renames a synced file into place and syncs its directory,
+// so the new name survives a crash.
+func renameSynced(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }
 
 // wake restores a hibernated machine from its own full state.
@@ -393,11 +434,23 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 		m.proc.kill(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wake: %w", err)
 	}
-	os.Remove(rec.HibernateFile)
 	m.mu.Lock()
+	m.wokeFrom = rec.HibernateFile
 	m.rec.Hibernated, m.rec.HibernateFile = false, ""
 	m.mu.Unlock()
 	return m, nil
+}
+
+// Committed removes the state a woken machine woke from, now that the
+// Manager's record names the running machine.
+func (m *Machine) Committed() {
+	m.mu.Lock()
+	path := m.wokeFrom
+	m.wokeFrom = ""
+	m.mu.Unlock()
+	if path != "" {
+		os.Remove(path)
+	}
 }
 
 // freezeOwnership makes a frozen layer (the machine's file and the

@@ -8,13 +8,17 @@ import (
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
-func TestUnownedPicksDesktopsAndTakenPoolMachines(t *testing.T) {
-	names := map[string]bool{"d-kept": true, "d-orphan": true, "pool-ready": true, "pool-taken": true, "pool-kept": true, "tmpl-baking": true, "other": true}
+func TestUnownedPicksDesktopsTakenPoolMachinesAndOrphanTemplates(t *testing.T) {
+	names := map[string]bool{
+		"d-kept": true, "d-orphan": true, "pool-ready": true, "pool-taken": true, "pool-kept": true,
+		"tmpl-baking": true, "tmpl-orphan": true, "bake-live": true, "bake-orphan": true, "other": true,
+	}
 	keep := map[string]bool{"d-kept": true, "pool-kept": true}
 	marked := func(name string) bool { return name == "pool-ready" }
-	got := unowned(names, keep, marked)
+	draftLive := func(name string) bool { return name == "tmpl-baking" || name == "bake-live" }
+	got := unowned(names, keep, marked, draftLive)
 	slices.Sort(got)
-	if want := []string{"d-orphan", "pool-taken"}; !slices.Equal(got, want) {
+	if want := []string{"bake-orphan", "d-orphan", "pool-taken", "tmpl-orphan"}; !slices.Equal(got, want) {
 		t.Fatalf("unowned = %v, want %v", got, want)
 	}
 }

@@ -47,6 +47,7 @@ func stdlib(path string) bool {
 var rules = []rule{
 	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) && p != module+"/netpolicy" }, "the domain imports only the standard library and the policy it records", true},
 	{[]string{"netpolicy"}, func(p string) bool { return !stdlib(p) }, "the egress policy is pure: standard library only", true},
+	{[]string{"desktop/confine"}, func(p string) bool { return !stdlib(p) }, "user ids and cgroups know nothing of QEMU or the domain: standard library only", true},
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
 	{[]string{"desktop/qemuvm"}, func(p string) bool {
