@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,29 +26,13 @@ import (
 	"github.com/warmdesk/warmdesk/web"
 )
 
-// soakDuration is how long the soaks run: WARMDESK_SOAK (for example 2m,
-// which scripts/test sets for a step of its own, so the load does not
-// share the cores with the timing-sensitive end-to-end tests); unset, the
-// soaks are skipped.
-func soakDuration(t *testing.T) time.Duration {
-	v := os.Getenv("WARMDESK_SOAK")
-	if v == "" {
-		t.Skip("set WARMDESK_SOAK (for example 2m) to run the soak")
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("WARMDESK_SOAK=%q: %v", v, err)
-	}
-	return d
-}
-
 // TestSoakOnTheFakeDriver runs 50 clients against the real server, Manager
 // and drive service on the fake driver, each creating, driving, picturing,
 // forking, watching and deleting desktops, for WARMDESK_SOAK. No request
 // may fail, and at the end no desktop, goroutine or descriptor is left
 // beyond what was there before.
 func TestSoakOnTheFakeDriver(t *testing.T) {
-	dur := soakDuration(t)
+	dur := testenv.SoakDuration(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drv := desktoptest.NewFake()
@@ -71,7 +54,7 @@ func TestSoakOnTheFakeDriver(t *testing.T) {
 	defer hs.Close()
 	c := client.New(hs.URL, actToken)
 
-	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs(t)
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), testenv.OpenFDs(t)
 	const clients = 50
 	var ops, failures atomic.Int64
 	var firstErr sync.Once
@@ -106,7 +89,7 @@ func TestSoakOnTheFakeDriver(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	var goroutines, fds int
 	settled := testenv.Poll(30*time.Second, 10*time.Millisecond, 500*time.Millisecond, func() bool {
-		goroutines, fds = runtime.NumGoroutine(), openFDs(t)
+		goroutines, fds = runtime.NumGoroutine(), testenv.OpenFDs(t)
 		return goroutines <= baseGoroutines+5 && fds <= baseFDs+5
 	})
 	t.Logf("%d clients, %s: %d requests, none failed; goroutines %d before, %d after; descriptors %d before, %d after",
@@ -169,13 +152,4 @@ func watchViewer(ctx context.Context, base, id string) error {
 		return fmt.Errorf("viewer socket: %s, want 502: %w", status, err)
 	}
 	return nil
-}
-
-// openFDs counts this process's open descriptors.
-func openFDs(t *testing.T) int {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(entries)
 }

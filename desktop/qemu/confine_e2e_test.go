@@ -35,6 +35,41 @@ func recordOf(t *testing.T, m desktop.Machine) confined {
 	return c
 }
 
+// confinedRig is a QEMU driver on the minimal snapshot, closed with the
+// test, and a context bounding the test.
+type confinedRig struct {
+	t     *testing.T
+	ctx   context.Context
+	d     *qemu.Driver
+	baked testenv.Baked
+}
+
+func newConfinedRig(t *testing.T) *confinedRig {
+	t.Helper()
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return &confinedRig{t: t, ctx: ctx, d: d, baked: baked}
+}
+
+// restore starts a desktop from the snapshot (or wakes one), destroyed
+// with the test.
+func (r *confinedRig) restore(spec desktop.RestoreSpec) desktop.Machine {
+	r.t.Helper()
+	spec.Snapshot = r.baked.Snapshot
+	m, err := r.d.Restore(r.ctx, spec)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { m.Destroy(context.WithoutCancel(r.ctx)) })
+	return m
+}
+
 // Each desktop's QEMU runs as a user of its own, without capabilities,
 // in a cgroup of its own with the limits set, and cannot open another
 // desktop's disk; hostd stays out of the desktops' cgroups.
@@ -42,22 +77,11 @@ func TestQEMURunsConfined(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("confinement needs root")
 	}
-	baked := testenv.Snapshot(t, "minimal")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	r := newConfinedRig(t)
+	ctx := r.ctx
 	var ms []desktop.Machine
 	for i := range 2 {
-		m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-confine" + strconv.Itoa(i), Snapshot: baked.Snapshot})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Destroy(context.WithoutCancel(ctx))
-		ms = append(ms, m)
+		ms = append(ms, r.restore(desktop.RestoreSpec{ID: "d-confine" + strconv.Itoa(i)}))
 	}
 	a, b := recordOf(t, ms[0]), recordOf(t, ms[1])
 	if a.UID == 0 || b.UID == 0 || a.UID == b.UID {
@@ -115,11 +139,7 @@ func TestQEMURunsConfined(t *testing.T) {
 			t.Errorf("%s of a hibernated desktop: owner %v, %v; want root", p, own, err)
 		}
 	}
-	woken, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-confine1", Snapshot: baked.Snapshot, Hibernated: raw})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer woken.Destroy(context.WithoutCancel(ctx))
+	woken := r.restore(desktop.RestoreSpec{ID: "d-confine1", Hibernated: raw})
 	w := recordOf(t, woken)
 	if own, err := qemuvm.OwnerOf(w.Disk); err != nil || own.UID != w.UID || w.UID == 0 {
 		t.Errorf("woken desktop's disk owner %v, %v; want its new id %d", own, err, w.UID)
@@ -187,20 +207,10 @@ func asUser(uid uint32, name string, args ...string) (string, error) {
 // with its overlay on the host no larger than the bound plus a small
 // slack: the writes in flight when QEMU reported the crossing.
 func TestDiskBoundPausesTheDesktop(t *testing.T) {
-	baked := testenv.Snapshot(t, "minimal")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	r := newConfinedRig(t)
+	ctx := r.ctx
 	const bound = 64
-	m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-diskbound", Snapshot: baked.Snapshot, DiskMiB: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Destroy(context.WithoutCancel(ctx))
+	m := r.restore(desktop.RestoreSpec{ID: "d-diskbound", DiskMiB: bound})
 	rec := recordOf(t, m)
 	before, err := os.Stat(rec.Disk)
 	if err != nil {
@@ -239,19 +249,9 @@ func TestDiskBoundPausesTheDesktop(t *testing.T) {
 // A guest printing without end on its serial console leaves at most two
 // capped log files on the host.
 func TestConsoleLogIsCapped(t *testing.T) {
-	baked := testenv.Snapshot(t, "minimal")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	d, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	m, err := d.Restore(ctx, desktop.RestoreSpec{ID: "d-console", Snapshot: baked.Snapshot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Destroy(context.WithoutCancel(ctx))
+	r := newConfinedRig(t)
+	ctx := r.ctx
+	m := r.restore(desktop.RestoreSpec{ID: "d-console"})
 	const written = 5 * qemuvm.ConsoleLogMax / 2
 	res, err := desktop.Shell(ctx, m.Agent(), "head -c "+strconv.Itoa(written)+" /dev/zero | tr '\\0' x | fold -w 99 > /dev/ttyS0; echo end > /dev/ttyS0", 4*time.Minute)
 	if err != nil || res.ExitCode != 0 {

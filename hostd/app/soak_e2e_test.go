@@ -22,18 +22,11 @@ import (
 // creating its desktop anew. No request may fail; at the end no desktop,
 // QEMU process, goroutine or descriptor is left beyond what was there.
 func TestSoakOnQEMU(t *testing.T) {
-	v := os.Getenv("WARMDESK_SOAK")
-	if v == "" {
-		t.Skip("set WARMDESK_SOAK (for example 2m) to run the soak")
-	}
-	dur, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("WARMDESK_SOAK=%q: %v", v, err)
-	}
+	dur := testenv.SoakDuration(t)
 	s := startStackWith(t, "minimal", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), dur+5*time.Minute)
 	defer cancel()
-	baseGoroutines, baseFDs := runtime.NumGoroutine(), countFDs(t)
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), testenv.OpenFDs(t)
 	ids := []string{s.id}
 	for len(ids) < 5 {
 		d, err := s.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: s.snap})
@@ -122,7 +115,7 @@ func TestSoakOnQEMU(t *testing.T) {
 	}
 	var goroutines, fds int
 	settled := testenv.Poll(time.Minute, 10*time.Millisecond, time.Second, func() bool {
-		goroutines, fds = runtime.NumGoroutine(), countFDs(t)
+		goroutines, fds = runtime.NumGoroutine(), testenv.OpenFDs(t)
 		return goroutines <= baseGoroutines+10 && fds <= baseFDs+10
 	})
 	t.Logf("5 agents on QEMU, %s: %d requests, none failed; goroutines %d before, %d after; descriptors %d before, %d after",
@@ -131,12 +124,4 @@ func TestSoakOnQEMU(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("leaked: goroutines %d (before %d), descriptors %d (before %d)\n%s", goroutines, baseGoroutines, fds, baseFDs, buf[:runtime.Stack(buf, true)])
 	}
-}
-
-func countFDs(t *testing.T) int {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(entries)
 }

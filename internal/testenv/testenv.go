@@ -225,3 +225,30 @@ func Poll(timeout, first, most time.Duration, done func() bool) bool {
 		time.Sleep(min(wait, left))
 	}
 }
+
+// SoakDuration is how long a soak runs: WARMDESK_SOAK (for example 2m,
+// which scripts/test sets for a step of its own, so the load does not
+// share the cores with the timing-sensitive end-to-end tests). Unset, the
+// soak is skipped.
+func SoakDuration(t testing.TB) time.Duration {
+	t.Helper()
+	v := os.Getenv("WARMDESK_SOAK")
+	if v == "" {
+		t.Skip("set WARMDESK_SOAK (for example 2m) to run the soak")
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("WARMDESK_SOAK=%q: %v", v, err)
+	}
+	return d
+}
+
+// OpenFDs counts this process's open descriptors, for leak checks.
+func OpenFDs(t testing.TB) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
