@@ -98,10 +98,10 @@ type RestoreSpec struct {
 }
 
 // Committer is a Machine that keeps what recovery may need until the
-// Manager's record names it: a woken QEMU machine keeps the state it woke
-// from until Committed.
+// Manager's record names it: a woken QEMU machine stays paused, with the
+// state it woke from kept, until Committed runs its guest and drops it.
 type Committer interface {
-	Committed()
+	Committed(ctx context.Context) error
 }
 
 // HibernatedError is what Attach returns for a machine that a crash

@@ -423,10 +423,23 @@ func (m *Manager) halt(e *entry, mach Machine, reason string) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	e.mu.Lock()
+	id := e.d.ID
 	if e.m != mach || e.d.State != StateRunning {
 		e.mu.Unlock()
 		return
 	}
+	e.mu.Unlock()
+	// The machine stopped its guest at once; stopped again here, under
+	// the op lock, since an operation in between (a snapshot) may have
+	// started it again.
+	ctx, cancel := context.WithTimeout(m.base, 30*time.Second)
+	err := mach.Pause(ctx)
+	cancel()
+	if err != nil {
+		m.log.Error("pause a desktop that halted", "desktop", id, "err", err)
+		return
+	}
+	e.mu.Lock()
 	e.d.State = StatePaused
 	e.d.Reason = reason
 	d := e.d
@@ -759,10 +772,24 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		m.machineUp(e, mach, true)
 		return nil
 	})
-	// Only now that the record names the running machine may the state it
-	// woke from go: until then, recovery wakes the desktop from it again.
+	// Only now that the record names the running machine may its guest
+	// run and the state it woke from go: until then, recovery wakes the
+	// desktop from that state again. Under the desktop's op lock, so a
+	// hibernate cannot come between.
 	if c, ok := woken.(Committer); ok && err == nil {
-		c.Committed()
+		if e, lerr := m.lookup(id); lerr == nil {
+			e.op.Lock()
+			e.mu.Lock()
+			current := e.m == woken
+			e.mu.Unlock()
+			if current {
+				if cerr := c.Committed(ctx); cerr != nil {
+					m.log.Error("woken desktop's guest not started", "desktop", id, "err", cerr)
+					err = fmt.Errorf("wake %s: %w", id, cerr)
+				}
+			}
+			e.op.Unlock()
+		}
 	}
 	return d, err
 }

@@ -93,7 +93,7 @@ func Locate(procCgroup, mountinfo, name string) (*Cgroups, error) {
 	if len(missing) == len(controllers) && v2Mount != "" && v2Path != "" {
 		return &Cgroups{v2: true, parents: []string{filepath.Join(v2Mount, v2Path, name)}}, nil
 	}
-	return nil, fmt.Errorf("cgroups: no writable %s hierarchy is mounted (neither cgroup v2 nor v1 with all of %s): mount them, or run hostd with --cgroups=off", strings.Join(missing, ", "), strings.Join(controllers, ", "))
+	return nil, fmt.Errorf("cgroups: no writable %s hierarchy is mounted (neither cgroup v2 nor v1 with all of %s): mount them, or run hostd with --no-cgroups", strings.Join(missing, ", "), strings.Join(controllers, ", "))
 }
 
 // ParseProcCgroup reads /proc/PID/cgroup: the v1 path per controller, and
@@ -214,7 +214,7 @@ func (c *Cgroups) makeParents() error {
 	}
 	for _, dir := range []string{own, parent} {
 		if err := write(dir, "cgroup.subtree_control", "+memory +cpu +pids"); err != nil {
-			return err
+			return fmt.Errorf("%w (cgroup v2 lets controllers on only below a cgroup without processes: run hostd as a service of its own, with systemd's Delegate=yes, or with --no-cgroups)", err)
 		}
 	}
 	return nil

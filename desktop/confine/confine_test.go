@@ -39,42 +39,45 @@ func TestParseIDRange(t *testing.T) {
 	}
 }
 
-func TestIDsTakeHoldRelease(t *testing.T) {
-	a := NewIDs(IDRange{First: 70000, Count: 3}, 0)
-	if err := a.Hold(70001); err != nil {
+func TestIDsLeases(t *testing.T) {
+	dir := t.TempDir()
+	a, err := NewIDs(IDRange{First: 70000, Count: 3}, 0, dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Hold(70001); err == nil {
-		t.Fatal("an id held twice was accepted")
+	// Another allocator on the same directory stands for another process
+	// (flock locks belong to open files, so it conflicts as one would).
+	other, err := NewIDs(IDRange{First: 70000, Count: 3}, 1, dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := a.Hold(80000); err == nil {
-		t.Fatal("an id outside the range was accepted")
+	held, err := other.Take()
+	if err != nil || held.ID != 70001 {
+		t.Fatalf("other Take = %v, %v; want 70001", held, err)
 	}
 	first, err := a.Take()
-	if err != nil || first != 70000 {
-		t.Fatalf("Take = %d, %v; want 70000", first, err)
+	if err != nil || first.ID != 70000 {
+		t.Fatalf("Take = %v, %v; want 70000", first, err)
 	}
 	second, err := a.Take()
-	if err != nil || second != 70002 {
-		t.Fatalf("Take = %d, %v; want 70002 (70001 is held)", second, err)
+	if err != nil || second.ID != 70002 {
+		t.Fatalf("Take = %v, %v; want 70002 (70001 is held elsewhere)", second, err)
 	}
 	if _, err := a.Take(); !errors.Is(err, ErrNoIDs) {
 		t.Fatalf("Take on a full range = %v, want ErrNoIDs", err)
 	}
-	a.Release(70000)
-	a.Release(70002)
+	first.Release()
+	second.Release()
 	// Ids come back in turn, not lowest first.
-	if id, _ := a.Take(); id != 70000 {
-		t.Fatalf("Take after release = %d, want 70000 (next in turn after 70002)", id)
+	if l, _ := a.Take(); l == nil || l.ID != 70000 {
+		t.Fatalf("Take after release = %v, want 70000 (next in turn after 70002)", l)
 	}
-	if id, _ := a.Take(); id != 70002 {
-		t.Fatalf("Take = %d, want 70002", id)
+	held.Release()
+	if l, _ := a.Take(); l == nil || l.ID != 70001 {
+		t.Fatalf("Take = %v, want 70001 once the other let go", l)
 	}
-	if a.Held() != 3 {
-		t.Fatalf("Held = %d, want 3", a.Held())
-	}
-	if id, _ := NewIDs(IDRange{First: 10, Count: 5}, 7).Take(); id != 12 {
-		t.Fatalf("Take from start offset 7 of 5 ids = %d, want 12", id)
+	if l, _ := func() (*Lease, error) { n, _ := NewIDs(IDRange{First: 10, Count: 5}, 7, t.TempDir()); return n.Take() }(); l == nil || l.ID != 12 {
+		t.Fatalf("Take from start offset 7 of 5 ids = %v, want 12", l)
 	}
 }
 
@@ -205,7 +208,7 @@ func FuzzParseIDRange(f *testing.F) {
 		if err != nil || back != r {
 			t.Fatalf("%q -> %v -> %q -> %v, %v", s, r, r.String(), back, err)
 		}
-		if r.Count == 0 || NewIDs(r, 0).Contains(0) {
+		if r.Count == 0 || r.First == 0 {
 			t.Fatalf("%q: range %v is empty or holds root", s, r)
 		}
 	})

@@ -7,9 +7,12 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // IDRange is a run of user ids (and the same group ids) reserved for
@@ -56,71 +59,79 @@ func ParseIDRange(s string) (IDRange, error) {
 	return IDRange{First: uint32(first), Count: uint32(last - first + 1)}, nil
 }
 
-// ErrNoIDs means every id of the range is held by a running machine.
+// ErrNoIDs means every user id of the range is in use.
 var ErrNoIDs = errors.New("every user id of the machines' range is in use")
 
-// IDs hands out the ids of a range, each to one machine at a time.
+// DefaultLeaseDir holds one lock file per id in use, for every process on
+// the host that hands out ids (hostd serve, hostd snapshot bake, tests).
+const DefaultLeaseDir = "/run/warmdesk-uids"
+
+// IDs hands out the ids of a range, each to one machine at a time across
+// every process on the host: an id is held by an exclusive flock on its
+// file in the lease directory. The machine's process inherits the locked
+// descriptor, so the id stays held while the process lives, whatever
+// becomes of the hostd that started it.
 type IDs struct {
 	r    IDRange
+	dir  string
 	mu   sync.Mutex
-	held map[uint32]bool
 	next uint32 // offset the next search starts at, so ids rotate
 }
 
-// NewIDs hands out the ids of r, the first from offset start in it.
-func NewIDs(r IDRange, start uint32) *IDs {
-	return &IDs{r: r, held: map[uint32]bool{}, next: start % max(r.Count, 1)}
+// NewIDs hands out the ids of r, the search starting at offset start, with
+// leases in dir (made 0700 if missing).
+func NewIDs(r IDRange, start uint32, dir string) (*IDs, error) {
+	if r.Count == 0 {
+		return nil, errors.New("an empty id range")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("user id leases: %w", err)
+	}
+	return &IDs{r: r, dir: dir, next: start % r.Count}, nil
 }
 
-// Take returns an id no other machine holds. Ids are handed out in turn
-// rather than lowest-first, so an id just released (whose owner's files
-// may still be going away) is the last to come back.
-func (a *IDs) Take() (uint32, error) {
+// Lease is one id held.
+type Lease struct {
+	ID uint32
+	f  *os.File
+}
+
+// File is the locked descriptor, for the machine's process to inherit.
+func (l *Lease) File() *os.File { return l.f }
+
+// Release lets go of this process's hold. The id is free once every
+// process holding the descriptor has closed it or ended.
+func (l *Lease) Release() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}
+
+// Take returns a lease on an id nobody on the host holds. Ids are handed
+// out in turn rather than lowest first, so an id just released is the last
+// to come back.
+func (a *IDs) Take() (*Lease, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i := uint32(0); i < a.r.Count; i++ {
 		off := (a.next + i) % a.r.Count
 		id := a.r.First + off
-		if !a.held[id] {
-			a.held[id] = true
-			a.next = (off + 1) % a.r.Count
-			return id, nil
+		f, err := os.OpenFile(filepath.Join(a.dir, strconv.FormatUint(uint64(id), 10)), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("user id leases: %w", err)
 		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		a.next = (off + 1) % a.r.Count
+		return &Lease{ID: id, f: f}, nil
 	}
-	return 0, fmt.Errorf("%w (%s): raise the range's size or run fewer machines", ErrNoIDs, a.r)
-}
-
-// Hold marks id as held by a machine found again after a restart. An id
-// outside the range is refused: it was handed out under another
-// configuration, and this one must not hand it out twice.
-func (a *IDs) Hold(id uint32) error {
-	if !a.Contains(id) {
-		return fmt.Errorf("user id %d is outside the machines' range %s", id, a.r)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.held[id] {
-		return fmt.Errorf("user id %d is already held by another machine", id)
-	}
-	a.held[id] = true
-	return nil
-}
-
-// Release gives id back.
-func (a *IDs) Release(id uint32) {
-	a.mu.Lock()
-	delete(a.held, id)
-	a.mu.Unlock()
+	return nil, fmt.Errorf("%w (%s): raise the range's size or run fewer machines", ErrNoIDs, a.r)
 }
 
 // Contains says whether id is in the range.
 func (a *IDs) Contains(id uint32) bool {
 	return id >= a.r.First && id-a.r.First < a.r.Count
-}
-
-// Held counts the ids in use.
-func (a *IDs) Held() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.held)
 }

@@ -302,7 +302,7 @@ func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) er
 // Screendump asks QEMU, through QMP passthrough, for a picture of the
 // screen, written into the machine's run directory.
 func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
-	return qemuvm.Screendump(ctx, m.monitor(), m.record().RunDir)
+	return qemuvm.Screendump(ctx, m.monitor(), m.record().RunDir, qemuvm.Root) // libvirt runs QEMU as its qemu.conf user (root in our test configuration)
 }
 
 // Destroy ends the domain and removes every file the machine owned.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/internal/testenv"
@@ -104,6 +105,17 @@ func TestQEMURunsConfined(t *testing.T) {
 			}
 		}
 		checkCgroup(t, m.Pid(), rec)
+		// Its directories stay root's, passable only; QEMU holds the
+		// lease on its id.
+		for _, dir := range []string{filepath.Dir(rec.Disk)} {
+			fi, err := os.Stat(dir)
+			if own, oerr := qemuvm.OwnerOf(dir); err != nil || oerr != nil || own != qemuvm.Root || fi.Mode().Perm() != 0o711 {
+				t.Errorf("desktop %d: %s is %v owned by %v (%v %v); want root's, 0711", i, dir, fi.Mode(), own, err, oerr)
+			}
+		}
+		if !holdsLease(m.Pid(), rec.UID) {
+			t.Errorf("desktop %d: QEMU holds no descriptor of its id's lease", i)
+		}
 		// A screendump: QEMU, as the machine's user, writes the file.
 		if _, err := m.Screendump(ctx); err != nil {
 			t.Errorf("desktop %d: screendump as the machine's user: %v", i, err)
@@ -119,8 +131,14 @@ func TestQEMURunsConfined(t *testing.T) {
 	}
 
 	// Destroyed: its cgroup goes, and its id is free again.
+	if !leaseHeld(t, a.UID) {
+		t.Fatalf("id %d of a running desktop can be leased", a.UID)
+	}
 	if err := ms[0].Destroy(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if leaseHeld(t, a.UID) {
+		t.Errorf("id %d is still held after its desktop was destroyed", a.UID)
 	}
 	for _, dir := range a.Cgroup {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -276,4 +294,28 @@ func TestConsoleLogIsCapped(t *testing.T) {
 		total += fi.Size()
 	}
 	t.Logf("the guest printed %d bytes; the host keeps %d", written, total)
+}
+
+// holdsLease says whether process pid has its id's lease file open.
+func holdsLease(pid int, uid uint32) bool {
+	want := filepath.Join(confine.DefaultLeaseDir, strconv.FormatUint(uint64(uid), 10))
+	fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name())); err == nil && target == want {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseHeld says whether some process holds id's lease (the lock is
+// tried, and let go at once if taken).
+func leaseHeld(t *testing.T, uid uint32) bool {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(confine.DefaultLeaseDir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
 }

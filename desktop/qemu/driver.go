@@ -59,6 +59,10 @@ type Options struct {
 	// CgroupParent names the cgroup below hostd's own that machines'
 	// cgroups are made in (default "warmdesk").
 	CgroupParent string
+	// UIDLeaseDir holds a lock file per user id in use, shared by every
+	// process on the host that starts machines (default
+	// confine.DefaultLeaseDir).
+	UIDLeaseDir string
 	// RefillGate, when set, blocks until the desktop just restored from the
 	// warm pool shows its first frame, or ctx ends; the pool's refill waits
 	// for it (see refillAfter). nil: refill at once.
@@ -192,7 +196,7 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 	}
 	j.stamp(&rec)
 	cfg.RunAs = j.owner
-	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), []*os.File{listener}, rec.Path("qemu.log"), j.exit)
+	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), append([]*os.File{listener}, j.inherited()...), rec.Path("qemu.log"), j.exit)
 	listener.Close()
 	if err != nil {
 		j.exit()
@@ -212,6 +216,7 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 	rec.Pid, rec.StartTime = proc.pid, proc.startTime
 	m, err := d.connect(ctx, rec, proc)
 	if err == nil {
+		m.jail = j
 		err = j.verify(proc.pid)
 	}
 	if err == nil && cfg.Boot == nil {
@@ -341,7 +346,7 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	m.mu.Lock()
 	m.rec.DiskMiB = spec.DiskMiB
 	m.mu.Unlock()
-	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true)
+	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true, false)
 	if err == nil {
 		err = m.armDiskBound(ctx)
 	}
@@ -422,6 +427,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	if err != nil {
 		return nil, err
 	}
+	m.jail = j
 	if _, serr := os.Stat(rec.Path(hibernateState)); serr == nil {
 		if status, err := m.Status(ctx); err == nil && status == "postmigrate" {
 			// Its state saved whole and nothing run since: a crash came
@@ -448,6 +454,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		m.mu.Lock()
 		m.rec.Disk, m.rec.DiskNode = next, disk.NodeName
 		m.mu.Unlock()
+		j.setDisk(next)
 	}
 	if err := m.watchConsole(context.WithoutCancel(ctx), nil); err != nil {
 		m.log.Warn("console not logged", "err", err)

@@ -52,7 +52,7 @@ func (d *Driver) RestoreFullState(ctx context.Context, id string, s desktop.Snap
 		rec.Remove()
 		return nil, err
 	}
-	if err := m.restore(ctx, statePath, false); err != nil {
+	if err := m.restore(ctx, statePath, false, false); err != nil {
 		m.Destroy(context.WithoutCancel(ctx))
 		return nil, err
 	}

@@ -48,8 +48,8 @@ func newConfinement(opts Options, log *slog.Logger) (*confinement, error) {
 		return nil, nil
 	}
 	for _, dir := range []string{opts.RunDir, opts.DataDir} {
-		// Machines' own directories are theirs (0700, their user);
-		// the roots above them only let QEMU through.
+		// The roots, like machines' own directories, only let QEMU
+		// through to the files it owns.
 		if err := os.Chmod(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("qemu driver: %w", err)
 		}
@@ -61,15 +61,22 @@ func newConfinement(opts Options, log *slog.Logger) (*confinement, error) {
 	if r.Count == 0 {
 		r = confine.DefaultIDRange
 	}
-	// Start at a random place in the range, so two processes sharing
-	// a range (tests run in parallel) rarely hand out the same ids.
-	c := &confinement{ids: confine.NewIDs(r, rand.Uint32N(r.Count)), log: log}
+	leases := opts.UIDLeaseDir
+	if leases == "" {
+		leases = confine.DefaultLeaseDir
+	}
+	// Start at a random place in the range, so processes sharing it
+	// (tests run in parallel) rarely try the same ids first.
+	ids, err := confine.NewIDs(r, rand.Uint32N(r.Count), leases)
+	if err != nil {
+		return nil, fmt.Errorf("qemu driver: %w", err)
+	}
+	c := &confinement{ids: ids, log: log}
 	if !opts.NoCgroups {
 		name := opts.CgroupParent
 		if name == "" {
 			name = "warmdesk"
 		}
-		var err error
 		if c.cgroups, err = confine.Detect(name); err != nil {
 			return nil, fmt.Errorf("qemu driver: %w", err)
 		}
@@ -80,10 +87,14 @@ func newConfinement(opts Options, log *slog.Logger) (*confinement, error) {
 // jail is one machine's share of the confinement.
 type jail struct {
 	owner *qemuvm.Owner  // nil: QEMU runs as hostd's user
+	lease *confine.Lease // hostd's hold on owner's id; QEMU inherits it
 	group *confine.Group // nil: no cgroup of its own
 	limit int64          // the group's memory limit, for the exit reason
-	ids   *confine.IDs   // where owner's id goes back to
+	log   *slog.Logger
 	once  sync.Once
+
+	mu   sync.Mutex
+	disk string // the file the machine's user owns: its top overlay
 }
 
 // jail makes rec's jail: an id (its files in rec's directories given to
@@ -92,12 +103,12 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	if c == nil {
 		return &jail{}, nil
 	}
-	uid, err := c.ids.Take()
+	lease, err := c.ids.Take()
 	if err != nil {
 		return nil, fmt.Errorf("qemu driver: %w", err)
 	}
-	j := &jail{owner: &qemuvm.Owner{UID: uid, GID: uid}, ids: c.ids}
-	if err := j.owner.Chown(ownedFiles(rec)...); err != nil {
+	j := &jail{owner: &qemuvm.Owner{UID: lease.ID, GID: lease.ID}, lease: lease, log: c.log}
+	if err := j.own(rec); err != nil {
 		j.exit()
 		return nil, fmt.Errorf("qemu driver: give the machine's files to its user: %w", err)
 	}
@@ -112,18 +123,18 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	return j, nil
 }
 
-// rejail finds the jail of a machine found again after a restart.
+// rejail finds the jail of a machine found again after a restart. Its
+// QEMU holds the lease on its id (it inherited the locked descriptor);
+// this hostd holds none, so the id is free the moment QEMU ends, before
+// exit gives its disk back to root: a window of a few milliseconds that
+// only machines found again after a restart have.
 func (c *confinement) rejail(rec record) *jail {
-	j := &jail{}
+	j := &jail{disk: ownedDisk(rec)}
+	if c != nil {
+		j.log = c.log
+	}
 	if rec.UID != 0 {
 		j.owner = &qemuvm.Owner{UID: rec.UID, GID: rec.UID}
-		if c != nil && c.ids.Contains(rec.UID) {
-			if err := c.ids.Hold(rec.UID); err != nil {
-				c.log.Warn("a machine found again shares its user id", "machine", rec.ID, "err", err)
-			} else {
-				j.ids = c.ids
-			}
-		}
 	}
 	if len(rec.Cgroup) > 0 {
 		j.group = confine.GroupAt(rec.Cgroup)
@@ -139,16 +150,52 @@ func overheadMiB(accel string) int {
 	return tcgCodeCacheMiB + qemuOwnMiB
 }
 
-// ownedFiles are the files a machine's user owns: its two directories and
-// its top disk overlay when that lives in its data directory (a bake's
-// disk is in the snapshot's draft and stays root's; QEMU opens it before
-// it drops root).
-func ownedFiles(rec record) []string {
-	files := []string{rec.RunDir, rec.DataDir}
+// ownedDisk is the file a machine's user owns: its top disk overlay when
+// that lives in its data directory ("" otherwise: a bake's disk is in the
+// snapshot's draft and stays root's; QEMU opens it before it drops root).
+// Its directories stay root's: hostd writes and reads files in them as
+// root, so the machine's user must not be able to put a symbolic link or
+// a FIFO in their place.
+func ownedDisk(rec record) string {
 	if rec.Disk != "" && filepath.Dir(rec.Disk) == filepath.Clean(rec.DataDir) {
-		files = append(files, rec.Disk)
+		return rec.Disk
 	}
-	return files
+	return ""
+}
+
+// own gives the machine's user its disk, readable and writable by it
+// alone, and lets it through its directories (0711: it opens files there
+// by name, a new overlay or a screendump, but cannot list, create or
+// remove anything).
+func (j *jail) own(rec record) error {
+	for _, dir := range []string{rec.RunDir, rec.DataDir} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
+	}
+	disk := ownedDisk(rec)
+	j.setDisk(disk)
+	if disk == "" {
+		return nil
+	}
+	return j.owner.Give(disk)
+}
+
+// setDisk names the file the machine's user owns now (a snapshot moves
+// the machine to a new overlay).
+func (j *jail) setDisk(path string) {
+	j.mu.Lock()
+	j.disk = path
+	j.mu.Unlock()
+}
+
+// inherited are the descriptors QEMU inherits from the jail: the lease on
+// its id, which QEMU then holds while it lives.
+func (j *jail) inherited() []*os.File {
+	if j.lease == nil {
+		return nil
+	}
+	return []*os.File{j.lease.File()}
 }
 
 // stamp writes the jail into rec.
@@ -190,8 +237,9 @@ func (j *jail) verify(pid int) error {
 }
 
 // exit runs once the machine's QEMU has ended: it says whether the kernel
-// killed it for reaching its memory limit, removes its cgroup and gives
-// its id back.
+// killed it for reaching its memory limit, removes its cgroup, gives its
+// disk back to root, and only then lets go of its id, so no machine given
+// the id next can open what this one left.
 func (j *jail) exit() string {
 	var note string
 	j.once.Do(func() {
@@ -202,11 +250,22 @@ func (j *jail) exit() string {
 					note = "reached its cgroup's memory limit and the kernel's OOM killer ended it"
 				}
 			}
-			j.group.Remove()
+			if err := j.group.Remove(); err != nil && j.log != nil {
+				j.log.Warn("a machine's cgroup stays", "err", err)
+			}
 		}
-		if j.ids != nil && j.owner != nil {
-			j.ids.Release(j.owner.UID)
+		j.mu.Lock()
+		disk := j.disk
+		j.mu.Unlock()
+		if j.owner != nil && disk != "" {
+			if err := qemuvm.Root.Chown(disk); err != nil && !os.IsNotExist(err) {
+				if j.log != nil {
+					j.log.Error("an ended machine's disk keeps its user; its id stays held", "disk", disk, "err", err)
+				}
+				return // better an id lost than handed out with a file
+			}
 		}
+		j.lease.Release()
 	})
 	return note
 }

@@ -79,6 +79,9 @@ type Machine struct {
 	// wokeFrom is the hibernation state a woken machine came from, kept
 	// until Committed.
 	wokeFrom string
+
+	// jail is the machine's user id, cgroup and owned disk.
+	jail *jail
 }
 
 var _ desktop.Machine = (*Machine)(nil)
@@ -154,7 +157,7 @@ func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) er
 
 // Screendump asks QEMU for a picture of the screen (PPM, uncompressed).
 func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
-	return qemuvm.Screendump(ctx, m.qmp, m.rec.RunDir)
+	return qemuvm.Screendump(ctx, m.qmp, m.rec.RunDir, m.record().owner())
 }
 
 // Stopped says whether the guest's CPUs are stopped: paused, or stopped

@@ -29,10 +29,10 @@ func (s subscription) Wait(ctx context.Context, name string) (json.RawMessage, e
 func (m *Machine) monitor() qemuvm.Monitor { return monitor{m.qmp} }
 
 // restore loads a saved state into a QEMU waiting with -incoming defer, then
-// runs the guest. The state file goes over as a file
+// runs the guest unless paused. The state file goes over as a file
 // descriptor (getfd, then fd:NAME): the fastest path measured, and the only
 // one the sandbox allows besides sockets (exec: would spawn).
-func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bool) error {
+func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared, paused bool) error {
 	ctx, cancel := context.WithTimeout(ctx, qemuvm.RestoreTimeout)
 	defer cancel()
 	f, err := os.Open(statePath)
@@ -49,6 +49,9 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 	}
 	if err := qemuvm.PointTablet(ctx, m.qmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
+	}
+	if paused {
+		return nil
 	}
 	// The template was stopped when it was saved, so the clone arrives paused.
 	status, err := m.Status(ctx)

@@ -268,8 +268,16 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	}
 	// A frozen layer is the snapshot's, shared by its clones: root's, and
 	// read-only even to root's tools. QEMU reopens it read-only by name.
-	if err := freezeOwnership(rec.Disk, snapDisk); err != nil {
+	// Undone if the switch to a new overlay fails: the disk stays the
+	// machine's and in use.
+	unfreeze := func() {
 		os.Remove(snapDisk)
+		if err := rec.owner().Give(rec.Disk); err != nil {
+			m.log.Error("give a disk whose freeze failed back to its machine", "err", err)
+		}
+	}
+	if err := freezeOwnership(rec.Disk, snapDisk); err != nil {
+		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	next := qemuvm.NextOverlayPath(rec.Disk)
@@ -277,13 +285,13 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	// The new overlay's backing is the machine's own (now frozen) file, by
 	// its own path, so the machine never depends on where the snapshot is.
 	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
-		os.Remove(snapDisk)
+		unfreeze()
 		return err
 	}
 	// QEMU, as the machine's user, opens the new overlay by name.
-	if err := rec.owner().Chown(next); err != nil {
+	if err := rec.owner().Give(next); err != nil {
 		os.Remove(next)
-		os.Remove(snapDisk)
+		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	add := map[string]any{
@@ -293,19 +301,22 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	}
 	if err := m.qmp.Execute(ctx, "blockdev-add", add, nil); err != nil {
 		os.Remove(next)
-		os.Remove(snapDisk)
+		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	if err := m.qmp.Execute(ctx, "blockdev-snapshot", map[string]string{"node": rec.DiskNode, "overlay": node}, nil); err != nil {
 		m.qmp.Execute(ctx, "blockdev-del", map[string]string{"node-name": node}, nil)
 		os.Remove(next)
-		os.Remove(snapDisk)
+		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	m.mu.Lock()
 	m.rec.Frozen = rec.Disk
 	m.rec.Disk, m.rec.DiskNode = next, node
 	m.mu.Unlock()
+	if m.jail != nil {
+		m.jail.setDisk(next)
+	}
 	// The bound follows the disk to its new top overlay.
 	if err := m.armDiskBound(ctx); err != nil {
 		m.log.Warn("disk bound not armed on the new overlay", "err", err)
@@ -425,7 +436,10 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	if err != nil {
 		return nil, fmt.Errorf("wake: %w", err)
 	}
-	if err := m.restore(ctx, rec.HibernateFile, false); err != nil {
+	// Paused until Committed: a guest that ran before the record named
+	// it would move its disk on from the state a crash would wake it from
+	// again.
+	if err := m.restore(ctx, rec.HibernateFile, false, true); err != nil {
 		// Keep the saved state: a later wake may succeed.
 		m.proc.kill(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wake: %w", err)
@@ -441,16 +455,21 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	return m, nil
 }
 
-// Committed removes the state a woken machine woke from, now that the
-// Manager's record names the running machine.
-func (m *Machine) Committed() {
+// Committed runs a woken machine's guest and removes the state it woke
+// from, now that the Manager's record names the running machine.
+func (m *Machine) Committed(ctx context.Context) error {
 	m.mu.Lock()
 	path := m.wokeFrom
 	m.wokeFrom = ""
 	m.mu.Unlock()
-	if path != "" {
-		os.Remove(path)
+	if path == "" {
+		return nil
 	}
+	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
+		return fmt.Errorf("wake: start guest: %w", err)
+	}
+	os.Remove(path)
+	return nil
 }
 
 // freezeOwnership makes a frozen layer (the machine's file and the

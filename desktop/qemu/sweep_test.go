@@ -2,7 +2,6 @@ package qemu
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
@@ -23,16 +22,17 @@ func TestUnownedPicksDesktopsTakenPoolMachinesAndOrphanTemplates(t *testing.T) {
 	}
 }
 
-// A machine's user owns its two directories and its top overlay, never a
-// disk outside its data directory (a bake's, in the snapshot's draft).
-func TestOwnedFiles(t *testing.T) {
+// A machine's user owns its top overlay, never its directories (hostd
+// works in them as root) nor a disk outside its data directory (a bake's,
+// in the snapshot's draft).
+func TestOwnedDisk(t *testing.T) {
 	clone := record{Dirs: qemuvm.Dirs{RunDir: "/run/w/d-1", DataDir: "/var/w/d-1"}, Disk: "/var/w/d-1/disk-1.qcow2"}
-	if got := strings.Join(ownedFiles(clone), " "); got != "/run/w/d-1 /var/w/d-1 /var/w/d-1/disk-1.qcow2" {
-		t.Errorf("clone: %s", got)
+	if got := ownedDisk(clone); got != "/var/w/d-1/disk-1.qcow2" {
+		t.Errorf("clone: %q", got)
 	}
 	bake := record{Dirs: qemuvm.Dirs{RunDir: "/run/w/bake-1", DataDir: "/var/w/bake-1"}, Disk: "/snap/.draft-x/disk.qcow2"}
-	if got := strings.Join(ownedFiles(bake), " "); got != "/run/w/bake-1 /var/w/bake-1" {
-		t.Errorf("bake: %s", got)
+	if got := ownedDisk(bake); got != "" {
+		t.Errorf("bake: %q", got)
 	}
 	if overheadMiB("tcg") != 1536 || overheadMiB("kvm") != 512 {
 		t.Errorf("overheads %d (tcg), %d (kvm)", overheadMiB("tcg"), overheadMiB("kvm"))

@@ -36,6 +36,20 @@ func (o Owner) Chown(paths ...string) error {
 	return errors.Join(errs...)
 }
 
+// Give makes each path o's and readable and writable by o alone (0600).
+// A missing path is skipped.
+func (o Owner) Give(paths ...string) error {
+	for _, p := range paths {
+		if err := o.Chown(p); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // OwnerOf is the owner of path.
 func OwnerOf(path string) (Owner, error) {
 	fi, err := os.Lstat(path)

@@ -212,7 +212,7 @@ func TestScreendumpReadsWhatQEMUWrote(t *testing.T) {
 		}
 		return nil, os.WriteFile(a.Filename, []byte("P6\n2 1\n255\n\xff\x00\x00\x00\x00\xff"), 0o600)
 	})
-	img, err := qemuvm.Screendump(ctx(t), mon, dir)
+	img, err := qemuvm.Screendump(ctx(t), mon, dir, qemuvm.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestScreendumpReadsWhatQEMUWrote(t *testing.T) {
 		t.Errorf("screendump left %v", left)
 	}
 	mon.Fail("screendump", errors.New("GenericError: no surface"))
-	if img, err := qemuvm.Screendump(ctx(t), mon, dir); err == nil || img != nil {
+	if img, err := qemuvm.Screendump(ctx(t), mon, dir, qemuvm.Root); err == nil || img != nil {
 		t.Errorf("failed screendump: %v, %v", img, err)
 	}
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // Screendump asks QEMU for a picture of the screen. QEMU writes it as a
-// PPM file into dir (a directory QEMU may write to: the machine's run
-// directory), which is read and removed. The file is made here, then given
-// to dir's owner: a QEMU running as a machine's own user opens it by name.
-func Screendump(ctx context.Context, ex Executor, dir string) (image.Image, error) {
+// PPM file into dir (the machine's run directory), which is read and
+// removed. The file is made here and given to owner, the user QEMU runs
+// as: it opens the file by name, and cannot make files in dir itself.
+func Screendump(ctx context.Context, ex Executor, dir string, owner Owner) (image.Image, error) {
 	f, err := os.CreateTemp(dir, "screendump-*.ppm")
 	if err != nil {
 		return nil, fmt.Errorf("screendump: %w", err)
@@ -24,11 +24,7 @@ func Screendump(ctx context.Context, ex Executor, dir string) (image.Image, erro
 	path := f.Name()
 	f.Close()
 	defer os.Remove(path)
-	own, err := OwnerOf(dir)
-	if err == nil {
-		err = own.Chown(path)
-	}
-	if err != nil {
+	if err := owner.Give(path); err != nil {
 		return nil, fmt.Errorf("screendump: give %s to the machine's user: %w", path, err)
 	}
 	if err := ex.Execute(ctx, "screendump", map[string]string{"filename": path}, nil); err != nil {

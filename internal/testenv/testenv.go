@@ -139,7 +139,7 @@ func Snapshot(t testing.TB, flavor string) Baked {
 	name := fmt.Sprintf("%s-%s-%s", flavor, im.Hash[:8], shape.QEMUSHA256[:8])
 	if snap, err := catalog.Get(name); err == nil {
 		if err := catalog.Verify(snap); err == nil && len(snap.Manifest.Machine.Mismatch(shape)) == 0 {
-			return Baked{Image: im, Catalog: catalog, Snapshot: snap}
+			return ownCatalog(t, im, snap)
 		}
 		catalog.Remove(name)
 	}
@@ -156,7 +156,38 @@ func Snapshot(t testing.TB, flavor string) Baked {
 	}
 	t.Logf("baked %s in %s", name, time.Since(start).Round(time.Second))
 	prune(t, catalog, flavor, name)
-	return Baked{Image: im, Catalog: catalog, Snapshot: snap}
+	return ownCatalog(t, im, snap)
+}
+
+// ownCatalog gives a test a catalog of its own holding the shared baked
+// snapshot (linked, not copied). What the test's forks and snapshots add
+// goes there and with the test: a Manager's recovery collects the fork
+// templates no desktop of its store uses, so tests in other processes
+// sharing one catalog would collect each other's.
+func ownCatalog(t testing.TB, im images.Image, shared desktop.Snapshot) Baked {
+	t.Helper()
+	dir := DataDir(t)
+	if err := os.Symlink(shared.Dir, filepath.Join(dir, shared.Name)); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := desktop.NewCatalog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the directory goes: fork templates' memory lives on tmpfs.
+	t.Cleanup(func() {
+		snaps, _, _ := cat.List()
+		for _, s := range snaps {
+			if s.Name != shared.Name {
+				cat.Remove(s.Name)
+			}
+		}
+	})
+	snap, err := cat.Get(shared.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Baked{Image: im, Catalog: cat, Snapshot: snap}
 }
 
 // prune removes the test snapshots of a flavor that an older recipe or QEMU
