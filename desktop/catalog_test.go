@@ -164,3 +164,30 @@ func TestShapeMismatch(t *testing.T) {
 		t.Errorf("nil host devices compared: %v", d)
 	}
 }
+
+// A snapshot linked into a catalog from elsewhere is listed like one of its
+// own, and removing it removes the link, not what it points to.
+func TestCatalogListsLinkedSnapshots(t *testing.T) {
+	shared, _ := desktop.NewCatalog(t.TempDir())
+	s, err := draftWithFiles(t, shared, "golden").Commit(&desktop.Manifest{Machine: goodShape()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := desktop.NewCatalog(t.TempDir())
+	if err := os.Symlink(s.Dir, filepath.Join(own.Dir(), "golden")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own.Dir(), "stray-file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snaps, bad, err := own.List()
+	if err != nil || len(bad) != 0 || len(snaps) != 1 || snaps[0].Name != "golden" {
+		t.Fatalf("List = %+v, %v, %v; want the linked snapshot alone", snaps, bad, err)
+	}
+	if err := own.Remove("golden"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shared.Get("golden"); err != nil {
+		t.Fatalf("removing the link removed the snapshot: %v", err)
+	}
+}
