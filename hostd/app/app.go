@@ -127,9 +127,10 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
 	}
 	addr := ln.Addr().String()
-	if err := os.WriteFile(a.cfg.AddressFile(), []byte(addr+"\n"), 0o600); err != nil {
+	// Written whole: a client polling for the file must never read it empty.
+	if err := writeFileWhole(a.cfg.AddressFile(), []byte(addr+"\n")); err != nil {
 		ln.Close()
-		return err
+		return fmt.Errorf("write address: %w", err)
 	}
 	defer os.Remove(a.cfg.AddressFile())
 	// Headers are bounded in time and size for everyone; a request's body
@@ -205,15 +206,24 @@ func RotateToken(path string) (string, error) {
 	b := make([]byte, 24)
 	rand.Read(b)
 	tok := "wd_" + hex.EncodeToString(b)
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write token: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	return tok, nil
+}
+
+// writeFileWhole replaces path (mode 0600) so that a reader sees either
+// the old content or all of the new, never a part.
+func writeFileWhole(path string, b []byte) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // freeBytes is the space an unprivileged writer may still use on the
