@@ -71,6 +71,23 @@ type Desktop struct {
 	Screen     *Screen          `json:"screen,omitempty"`
 	Driver     string           `json:"driver"`
 	URLs       URLs             `json:"urls"`
+	// Setup is how the snapshot's on_create commands went in this
+	// desktop, when its snapshot has any.
+	Setup *Setup `json:"setup,omitempty"`
+}
+
+// Setup is the outcome of a desktop's on_create commands: state is
+// running, done or failed; a failure names the command (1-based), its exit
+// code or error, and its last output.
+type Setup struct {
+	State    string  `json:"state"`
+	Commands int     `json:"commands"`
+	Failed   int     `json:"failed,omitempty"`
+	Command  string  `json:"command,omitempty"`
+	ExitCode int     `json:"exit_code,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	Output   string  `json:"output,omitempty"`
+	Seconds  float64 `json:"seconds,omitempty"`
 }
 
 // Control says who drives the desktop's input.

@@ -108,6 +108,30 @@ type Desktop struct {
 	// Uses lists the snapshots this desktop's disk and memory depend on, so
 	// none of them is removed while it lives.
 	Uses []string `json:"uses,omitempty"`
+	// Setup is how its snapshot's on_create commands went, when it has
+	// any.
+	Setup *Setup `json:"setup,omitempty"`
+}
+
+// Setup states.
+const (
+	SetupRunning = "running"
+	SetupDone    = "done"
+	SetupFailed  = "failed"
+)
+
+// Setup is the outcome of a desktop's on_create commands.
+type Setup struct {
+	State string `json:"state"`
+	// Commands is how many there are; Failed the 1-based number of the one
+	// that failed, with its command, exit code and last output.
+	Commands int     `json:"commands"`
+	Failed   int     `json:"failed,omitempty"`
+	Command  string  `json:"command,omitempty"`
+	ExitCode int     `json:"exit_code,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	Output   string  `json:"output,omitempty"`
+	Seconds  float64 `json:"seconds,omitempty"`
 }
 
 // InputAllowed says why the desktop may not take an agent's input, or nil:

@@ -19,6 +19,9 @@ const (
 	// EventNetwork: the egress policy changed, or the guest made a
 	// connection (Summary says where, allowed or refused and why).
 	EventNetwork EventType = "desktop.network"
+	// EventSetup: the snapshot's on_create commands finished or failed
+	// (Summary says which).
+	EventSetup EventType = "desktop.setup"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.

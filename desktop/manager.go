@@ -120,8 +120,11 @@ type entry struct {
 	// expectExit is set while an operation (hibernate, delete) ends the
 	// machine on purpose, so the watcher does not call it a failure.
 	expectExit bool
-	// guestReady closes once the guest has its own clock and identity.
+	// guestReady closes once the guest has its own clock and identity,
+	// and has run its snapshot's on_create commands.
 	guestReady chan struct{}
+	// onCreate are the commands a new desktop runs once restored.
+	onCreate []string
 }
 
 func (e *entry) snapshot() Desktop {
@@ -320,13 +323,19 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		exp := now.Add(req.TTL)
 		d.ExpiresAt = &exp
 	}
+	// A fork copies a desktop that already ran them.
+	var onCreate []string
+	if forkOf == "" && len(snap.Manifest.OnCreate) > 0 {
+		onCreate = snap.Manifest.OnCreate
+		d.Setup = &Setup{State: SetupRunning, Commands: len(onCreate)}
+	}
 	// The record exists before the machine, so a crash in between leaves
 	// something recovery can clean up.
 	if err := m.store.PutDesktop(d); err != nil {
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
 	Fault(FaultCreateRecorded)
-	e := &entry{d: d, guestReady: make(chan struct{})}
+	e := &entry{d: d, guestReady: make(chan struct{}), onCreate: onCreate}
 	e.op.Lock()
 	defer e.op.Unlock()
 	m.mu.Lock()
@@ -412,8 +421,15 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 			default:
 				if !ending {
 					m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+					if len(e.onCreate) > 0 {
+						m.runSetup(m.base, e, mach, e.onCreate, err)
+					}
 				}
 			}
+			return
+		}
+		if len(e.onCreate) > 0 {
+			m.runSetup(m.base, e, mach, e.onCreate, nil)
 		}
 	}()
 }

@@ -38,6 +38,10 @@ type Manifest struct {
 	Parent string `json:"parent,omitempty"`
 	// Source is the desktop this snapshot was taken of, if any.
 	Source string `json:"source,omitempty"`
+	// OnCreate are shell commands each desktop created from this snapshot
+	// runs after its restore (a recipe's on_create); a snapshot of a live
+	// desktop keeps its parent's.
+	OnCreate []string `json:"on_create,omitempty"`
 
 	Machine MachineShape       `json:"machine"`
 	Image   ImageRef           `json:"image"`

@@ -47,7 +47,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	}
 	snap, err := draft.Commit(&Manifest{
 		BakedBy: m.drv.Name(), Ephemeral: ephemeral, Parent: parent.Name, Source: d.ID,
-		Machine: shape, Image: parent.Manifest.Image,
+		Machine: shape, Image: parent.Manifest.Image, OnCreate: parent.Manifest.OnCreate,
 	})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)

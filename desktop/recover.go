@@ -67,6 +67,10 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 		}
 	}
 	e := &entry{d: d, guestReady: make(chan struct{})}
+	if s := e.d.Setup; s != nil && s.State == SetupRunning {
+		e.d.Setup = &Setup{State: SetupFailed, Commands: s.Commands, Error: "hostd stopped while the on_create commands ran: some may have run, some not"}
+		m.store.PutDesktop(e.d)
+	}
 	switch d.State {
 	case StateCreating, StateStopping, StateDeleted:
 		// Interrupted half-way: finish by removing it.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/png"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +39,9 @@ type BakeOptions struct {
 	Settle func(ctx context.Context, m desktop.Machine) error
 	// Progress receives a line per step.
 	Progress io.Writer
+	// FailureDir, when set, receives a screenshot of a guest that did not
+	// get ready, named in the error.
+	FailureDir string
 }
 
 // DefaultReadyTimeout covers a Chromium desktop booting under TCG (about
@@ -125,6 +131,9 @@ func Bake(ctx context.Context, o BakeOptions) (desktop.Snapshot, error) {
 		}
 	}
 	if err != nil {
+		if shot := o.saveScreen(ctx, m); shot != "" {
+			err = fmt.Errorf("%w; its screen is in %s", err, shot)
+		}
 		return desktop.Snapshot{}, fmt.Errorf("bake %s: %w; the guest's last console lines:\n%s", o.Name, err, console.String())
 	}
 	step("desktop ready; waiting for the screen to settle")
@@ -138,7 +147,7 @@ func Bake(ctx context.Context, o BakeOptions) (desktop.Snapshot, error) {
 		return desktop.Snapshot{}, fmt.Errorf("bake %s: %w", o.Name, err)
 	}
 	step("checksumming its files")
-	snap, err := draft.Commit(&desktop.Manifest{BakedBy: o.Driver.Name(), Machine: shape, Image: o.Image.Ref()})
+	snap, err := draft.Commit(&desktop.Manifest{BakedBy: o.Driver.Name(), Machine: shape, Image: o.Image.Ref(), OnCreate: o.Image.Recipe.Bake.OnCreate})
 	if err != nil {
 		return desktop.Snapshot{}, fmt.Errorf("bake %s: %w", o.Name, err)
 	}
@@ -149,6 +158,39 @@ func Bake(ctx context.Context, o BakeOptions) (desktop.Snapshot, error) {
 	}
 	step("done")
 	return snap, nil
+}
+
+// saveScreen writes what a failed guest shows into FailureDir and returns
+// the file's path, or "" when it has none to give.
+func (o BakeOptions) saveScreen(ctx context.Context, m desktop.Machine) string {
+	if o.FailureDir == "" {
+		return ""
+	}
+	select {
+	case <-m.Exited():
+		return ""
+	default:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	img, err := m.Screendump(sctx)
+	if err != nil {
+		return ""
+	}
+	if err := os.MkdirAll(o.FailureDir, 0o755); err != nil {
+		return ""
+	}
+	path := filepath.Join(o.FailureDir, fmt.Sprintf("%s-%s.png", o.Name, time.Now().UTC().Format("20060102T150405Z")))
+	f, err := os.Create(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if err := png.Encode(f, img); err != nil {
+		os.Remove(path)
+		return ""
+	}
+	return path
 }
 
 // RestoreCheck restores a snapshot once copy-on-write, checks that the guest

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -77,9 +78,13 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	}
 	defer unlock()
 	if im, err := loadImage(final); err == nil {
-		if im.Name != opts.Name {
-			im.Name = opts.Name
-			writeJSON(filepath.Join(final, imageManifest), im)
+		// Asked for again: it is now the newest of its name (an edit
+		// undone brings back the image it had), with what is not part of
+		// the hash taken from this recipe.
+		im.Name, im.Recipe.Source, im.Recipe.Bake = opts.Name, r.Source, r.Bake
+		im.ChosenAt = time.Now().UTC()
+		if err := writeJSON(filepath.Join(final, imageManifest), im); err != nil {
+			return Image{}, fmt.Errorf("image %s: %w", im.Name, err)
 		}
 		fmt.Fprintf(opts.Progress, "image %s (%s) is cached: %s\n", im.Name, short(hash), final)
 		return im, nil
@@ -120,9 +125,11 @@ type builder struct {
 	// lines it has had.
 	lastPhase  string
 	phaseLines int
+	// echo shows every output line (a recipe's build steps).
+	echo bool
 }
 
-const buildSteps = 8
+const buildSteps = 10
 
 func (b *builder) progress(format string, args ...any) {
 	el := time.Since(b.start).Round(time.Second)
@@ -145,6 +152,14 @@ func (b *builder) run(ctx context.Context) (Image, error) {
 	}
 	b.next("writing warmdesk's guest files")
 	if err := b.writeFiles(); err != nil {
+		return Image{}, err
+	}
+	b.next("copying %d files of the recipe", len(b.r.Copies))
+	if err := b.copyFiles(ctx); err != nil {
+		return Image{}, err
+	}
+	b.next("running %d build steps of the recipe", len(b.r.BuildSteps))
+	if err := b.buildSteps(ctx); err != nil {
 		return Image{}, err
 	}
 	kver, err := b.kernelVersion()
@@ -227,8 +242,17 @@ func (b *builder) aptInstall(ctx context.Context) error {
 		return err
 	}
 	args := append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, b.r.AptPackages...)
-	return b.chroot(ctx, args...)
+	if err := b.chroot(ctx, args...); err != nil {
+		if m := unknownPackage.FindStringSubmatch(err.Error()); m != nil {
+			return fmt.Errorf("package %q: Debian %s has no package of that name (apt: %s): %w", m[1], b.r.Suite, m[0], err)
+		}
+		return err
+	}
+	return nil
 }
+
+// unknownPackage is apt's line for a name it has no package of.
+var unknownPackage = regexp.MustCompile(`E: Unable to locate package (\S+)`)
 
 // mount mounts inside the image and remembers it, so cleanup unmounts it
 // whatever happens.
@@ -290,7 +314,9 @@ func (b *builder) stream(ctx context.Context, name string, args ...string) error
 			}
 			// debootstrap says "I: Retrieving/Validating/Extracting ..."
 			// for every package: show the phase changes and warnings.
-			if strings.HasPrefix(line, "W:") || strings.HasPrefix(line, "E:") || b.isPhase(line) {
+			if b.echo {
+				b.progress("  | %s", line)
+			} else if strings.HasPrefix(line, "W:") || strings.HasPrefix(line, "E:") || b.isPhase(line) {
 				b.progress("  %s", line)
 			}
 		}
@@ -438,6 +464,14 @@ func (b *builder) makeDisk(ctx context.Context) (int64, error) {
 	const gib = 1 << 30
 	size := max(2*gib, used+used/4+gib)
 	size = (size + 256<<20 - 1) / (256 << 20) * (256 << 20)
+	if want := int64(b.r.DiskMiB) << 20; want > 0 {
+		// The filesystem needs room for its own metadata and the
+		// guest's first writes besides the files.
+		if least := used + used/8 + 256<<20; want < least {
+			return 0, fmt.Errorf("disk_mib %d is too small: the image's files take %d MiB; use at least %d", b.r.DiskMiB, used>>20, (least+1<<20-1)>>20)
+		}
+		size = want
+	}
 	raw := filepath.Join(b.dir, "root.ext4")
 	b.progress("  %d MiB of files into a %d MiB filesystem", used>>20, size>>20)
 	if err := b.stream(ctx, "mkfs.ext4", "-q", "-F", "-d", b.root, "-L", "warmdesk", "-E", b.r.MkfsExtended, raw, fmt.Sprint(size)); err != nil {

@@ -23,9 +23,12 @@ type Image struct {
 	KernelVersion string    `json:"kernel_version"`
 	Cmdline       string    `json:"cmdline"`
 	CreatedAt     time.Time `json:"created_at"`
-	BuildSeconds  float64   `json:"build_seconds"`
-	DiskBytes     int64     `json:"disk_bytes"`
-	Recipe        Recipe    `json:"recipe"`
+	// ChosenAt is when a build last found it cached: the newest of a name
+	// is the one built or chosen last.
+	ChosenAt     time.Time `json:"chosen_at,omitzero"`
+	BuildSeconds float64   `json:"build_seconds"`
+	DiskBytes    int64     `json:"disk_bytes"`
+	Recipe       Recipe    `json:"recipe"`
 	// Dir is where the image lives (not stored; filled in on load).
 	Dir string `json:"-"`
 }
@@ -37,6 +40,14 @@ const (
 	imageInitrd   = "initrd.img"
 	imageDisk     = "disk.qcow2"
 )
+
+// latest is when the image was last built or chosen.
+func (im Image) latest() time.Time {
+	if im.ChosenAt.After(im.CreatedAt) {
+		return im.ChosenAt
+	}
+	return im.CreatedAt
+}
 
 // Ref is how snapshots name the image.
 func (im Image) Ref() desktop.ImageRef {
@@ -102,7 +113,7 @@ func List(cacheDir string) ([]Image, error) {
 		}
 		out = append(out, im)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	sort.Slice(out, func(i, j int) bool { return out[i].latest().After(out[j].latest()) })
 	return out, nil
 }
 
@@ -125,7 +136,10 @@ func Find(cacheDir, name string) (Image, error) {
 			}
 		}
 	}
-	return Image{}, fmt.Errorf("%w: image %q is not built: run `hostd image build --flavor %s`", desktop.ErrNotFound, name, name)
+	if name == FlavorMinimal || name == FlavorBrowser {
+		return Image{}, fmt.Errorf("%w: image %q is not built: run `hostd image build --flavor %s`", desktop.ErrNotFound, name, name)
+	}
+	return Image{}, fmt.Errorf("%w: image %q is not built: build its recipe with `hostd image build -f RECIPE.yaml` (see hostd image list)", desktop.ErrNotFound, name)
 }
 
 // Remove deletes an image. The caller checks that no snapshot uses it.

@@ -61,6 +61,33 @@ type Recipe struct {
 	Cmdline     string   `json:"cmdline"`
 	// MkfsExtended is mkfs.ext4's -E for the root filesystem.
 	MkfsExtended string `json:"mkfs_extended"`
+
+	// What a recipe file adds to its flavor (docs/RECIPES.md). Every field
+	// is omitted when empty, so the flavors' hashes stay as they were.
+
+	// DiskMiB is the least size of the root filesystem.
+	DiskMiB int `json:"disk_mib,omitempty"`
+	// Copies are the files the recipe ships, written after the packages.
+	Copies []Copy `json:"copies,omitempty"`
+	// BuildSteps run in the image tree, as root, after the copies.
+	BuildSteps []string `json:"build,omitempty"`
+	// Apps are started in the session at boot; their scripts are in Files.
+	Apps []App `json:"apps,omitempty"`
+	// Source is the recipe file's path, and Bake what the snapshot is
+	// baked with: neither is part of the hash, and a cached image takes
+	// them from the recipe it was asked for again.
+	Source string       `json:"source,omitempty"`
+	Bake   BakeDefaults `json:"bake,omitzero"`
+}
+
+// BakeDefaults are a recipe's wishes for the snapshots baked from its
+// image: flags given to the bake win.
+type BakeDefaults struct {
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	CPUs      int `json:"cpus,omitempty"`
+	// OnCreate runs in each new desktop after its restore, through the
+	// guest agent, in order.
+	OnCreate []string `json:"on_create,omitempty"`
 }
 
 // mkfsExtended has mkfs write the inode tables and the journal out in
@@ -125,6 +152,11 @@ func (r Recipe) Hash() string {
 	c.Modules = sortedCopy(r.Modules)
 	c.Files = append([]File(nil), r.Files...)
 	sort.Slice(c.Files, func(i, j int) bool { return c.Files[i].Path < c.Files[j].Path })
+	c.Copies = append([]Copy(nil), r.Copies...)
+	for i := range c.Copies {
+		c.Copies[i].Src = ""
+	}
+	c.Source, c.Bake = "", BakeDefaults{}
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

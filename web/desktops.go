@@ -61,6 +61,10 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 			Control: base + "/control", VNC: base + "/vnc", Viewer: "/desktops/" + d.ID,
 		},
 	}
+	if st := d.Setup; st != nil {
+		v.Setup = &api.Setup{State: st.State, Commands: st.Commands, Failed: st.Failed, Command: st.Command,
+			ExitCode: st.ExitCode, Error: st.Error, Output: st.Output, Seconds: st.Seconds}
+	}
 	if snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot); err == nil {
 		v.Screen = &api.Screen{Width: snap.Manifest.Machine.Width, Height: snap.Manifest.Machine.Height}
 	}

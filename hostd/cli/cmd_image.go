@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -53,16 +54,35 @@ func imageBuild(ctx context.Context, e *env, args []string) error {
 	fs := flags(e, "image build")
 	paths := config.DefaultPaths()
 	paths.Register(fs)
+	file := fs.String("f", "", "recipe file (YAML) to build, instead of a flavor; see docs/RECIPES.md")
 	flavor := fs.String("flavor", images.FlavorMinimal, "minimal (openbox, xterm) or browser (adds Chromium, open at boot)")
-	name := fs.String("name", "", "image name (default: the flavor)")
+	name := fs.String("name", "", "image name (default: the recipe's name, or the flavor)")
 	width := fs.Int("width", images.DefaultWidth, "screen width, pixels")
 	height := fs.Int("height", images.DefaultHeight, "screen height, pixels")
 	mirror := fs.String("mirror", "", "Debian mirror URL for debootstrap (default: debootstrap's own)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	r, err := images.NewRecipe(*flavor, *width, *height)
-	if err != nil {
+	var r images.Recipe
+	var err error
+	if *file != "" {
+		var clash []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "flavor" || f.Name == "width" || f.Name == "height" {
+				clash = append(clash, "--"+f.Name)
+			}
+		})
+		if len(clash) > 0 {
+			return usagef("%s and -f: a recipe file says its flavor (from) and screen itself", strings.Join(clash, ", "))
+		}
+		var recipeName string
+		if r, recipeName, err = images.LoadRecipe(*file); err != nil {
+			return err
+		}
+		if *name == "" {
+			*name = recipeName
+		}
+	} else if r, err = images.NewRecipe(*flavor, *width, *height); err != nil {
 		return usagef("%v", err)
 	}
 	im, err := images.Build(ctx, r, images.BuildOptions{CacheDir: paths.CacheDir, Name: *name, Mirror: *mirror, Progress: e.stderr})
@@ -89,10 +109,14 @@ func imageList(ctx context.Context, e *env, args []string) error {
 		return json.NewEncoder(e.stdout).Encode(all)
 	}
 	tw := table(e.stdout)
-	fmt.Fprintln(tw, "NAME\tFLAVOR\tHASH\tSCREEN\tKERNEL\tDISK\tBUILT\tBUILD TIME")
+	fmt.Fprintln(tw, "NAME\tFLAVOR\tHASH\tSCREEN\tKERNEL\tDISK\tBUILT\tBUILD TIME\tSOURCE")
 	for _, im := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%dx%d\t%s\t%d MiB\t%s\t%s\n", im.Name, im.Flavor, im.Hash[:12], im.Width, im.Height,
-			im.KernelVersion, im.DiskBytes>>20, im.CreatedAt.Local().Format(time.DateTime), time.Duration(im.BuildSeconds*float64(time.Second)).Round(time.Second))
+		source := im.Recipe.Source
+		if source == "" {
+			source = "(flavor)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%dx%d\t%s\t%d MiB\t%s\t%s\t%s\n", im.Name, im.Flavor, im.Hash[:12], im.Width, im.Height,
+			im.KernelVersion, im.DiskBytes>>20, im.CreatedAt.Local().Format(time.DateTime), time.Duration(im.BuildSeconds*float64(time.Second)).Round(time.Second), source)
 	}
 	return tw.Flush()
 }

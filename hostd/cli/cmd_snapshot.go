@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +50,15 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A recipe's memory and CPUs, unless the flags say otherwise.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if d := im.Recipe.Bake; !given["memory"] && d.MemoryMiB != 0 {
+		mib = d.MemoryMiB
+	}
+	if d := im.Recipe.Bake; !given["cpus"] && d.CPUs != 0 {
+		*cpus = d.CPUs
+	}
 	if *name == "" {
 		*name = im.Name
 	}
@@ -71,6 +82,7 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	start := time.Now()
 	snap, err := images.Bake(ctx, images.BakeOptions{
 		Driver: drv, Catalog: cat, Image: im, Name: *name, CPUs: *cpus, MemoryMiB: mib, Progress: e.stderr,
+		FailureDir: filepath.Join(cfg.CacheDir, "bake-failures"),
 		Settle: func(ctx context.Context, m desktop.Machine) error {
 			res, err := settle.Machine(ctx, m, *quiet, 5*time.Minute, e.log)
 			if err != nil {
@@ -104,6 +116,9 @@ func keepOrClear(ctx context.Context, e *env, cfg config.Serve, cat *desktop.Cat
 		why = s.Manifest.Machine.Mismatch(drv.Shape())
 		if s.Manifest.Image.Hash != im.Hash {
 			why = append(why, fmt.Sprintf("it was baked from image %s, the current %s image is %s", short(s.Manifest.Image.Hash), im.Name, short(im.Hash)))
+		}
+		if !slices.Equal(s.Manifest.OnCreate, im.Recipe.Bake.OnCreate) {
+			why = append(why, "its on_create commands are not the recipe's")
 		}
 		if s.Manifest.Machine.MemoryMiB != mib || s.Manifest.Machine.CPUs != cpus {
 			why = append(why, fmt.Sprintf("it has %d CPUs and %d MiB, %d and %d were asked for", s.Manifest.Machine.CPUs, s.Manifest.Machine.MemoryMiB, cpus, mib))
