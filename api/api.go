@@ -147,6 +147,28 @@ type Snapshot struct {
 	Manifest  json.RawMessage `json:"manifest,omitempty"`
 }
 
+// GuestImage is a built guest image in the host's cache. Images are built by
+// the host's administrator (hostd image build): a recipe runs commands as
+// root on the host, so the API only lists them.
+type GuestImage struct {
+	Name   string `json:"name"`
+	Flavor string `json:"flavor"`
+	Hash   string `json:"hash"`
+	Screen Screen `json:"screen"`
+	// Source is the recipe file it was built from; "" for a flavor.
+	Source       string    `json:"source,omitempty"`
+	Packages     []string  `json:"packages,omitempty"` // what the recipe added to its flavor
+	Apps         []string  `json:"apps,omitempty"`
+	DiskBytes    int64     `json:"disk_bytes"`
+	CreatedAt    time.Time `json:"created_at"`
+	BuildSeconds float64   `json:"build_seconds"`
+}
+
+// ImageList is the answer to GET /v1/images, newest first.
+type ImageList struct {
+	Images []GuestImage `json:"images"`
+}
+
 // SnapshotList is the body of GET /v1/snapshots.
 type SnapshotList struct {
 	Snapshots []Snapshot `json:"snapshots"`

@@ -149,6 +149,13 @@ func (c *Client) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
 	return l.Snapshots, err
 }
 
+// Images lists the host's built guest images, newest first.
+func (c *Client) Images(ctx context.Context) ([]api.GuestImage, error) {
+	var l api.ImageList
+	err := c.Do(ctx, http.MethodGet, "/v1/images", nil, &l)
+	return l.Images, err
+}
+
 // RemoveSnapshot removes a snapshot nothing uses.
 func (c *Client) RemoveSnapshot(ctx context.Context, name string) error {
 	return c.Do(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(name), nil, nil)

@@ -43,6 +43,7 @@ var routeAccess = map[string]access{
 	"GET /v1/desktops/:id/vnc":                 needView,
 	"POST /v1/desktops/:id/vnc/tcp":            needDaemon,
 	"DELETE /v1/desktops/:id/vnc/tcp":          needDaemon,
+	"GET /v1/images":                           needDaemon,
 	"GET /v1/snapshots":                        needDaemon,
 	"GET /v1/snapshots/:name":                  needDaemon,
 	"DELETE /v1/snapshots/:name":               needDaemon,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/vnc"
@@ -32,6 +33,8 @@ type Config struct {
 	RotateToken func() (string, error)
 	Logger      *slog.Logger
 	Metrics     *Metrics
+	// Images lists the built images (GET /v1/images); nil: none listed.
+	Images func() ([]api.GuestImage, error)
 }
 
 // Server serves the API and pages.
@@ -75,6 +78,7 @@ func New(cfg Config) *Server {
 	v1.POST("/desktops/:id/vnc/tcp", need(needDaemon), s.openVNCListener)
 	v1.DELETE("/desktops/:id/vnc/tcp", need(needDaemon), s.closeVNCListener)
 	// Snapshots list which desktops they came from: the host's business.
+	v1.GET("/images", need(needDaemon), s.listImages)
 	v1.GET("/snapshots", need(needDaemon), s.listSnapshots)
 	v1.GET("/snapshots/:name", need(needDaemon), s.getSnapshot)
 	v1.DELETE("/snapshots/:name", need(needDaemon), s.deleteSnapshot)

@@ -59,3 +59,16 @@ func (s *Server) deleteSnapshot(c *gin.Context) {
 	}
 	c.Status(http.StatusNoContent)
 }
+
+func (s *Server) listImages(c *gin.Context) {
+	out := api.ImageList{Images: []api.GuestImage{}}
+	if s.cfg.Images != nil {
+		ims, err := s.cfg.Images()
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		out.Images = append(out.Images, ims...)
+	}
+	c.JSON(http.StatusOK, out)
+}

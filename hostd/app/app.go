@@ -15,14 +15,17 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -98,7 +101,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics,
-		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) }})
+		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
+		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) }})
 	return a, nil
 }
 
@@ -210,6 +214,43 @@ func RotateToken(path string) (string, error) {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	return tok, nil
+}
+
+// imageViews lists the cache's images as the API shows them.
+func imageViews(cacheDir string) ([]api.GuestImage, error) {
+	all, err := images.List(cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.GuestImage, 0, len(all))
+	for _, im := range all {
+		v := api.GuestImage{
+			Name: im.Name, Flavor: im.Flavor, Hash: im.Hash, Screen: api.Screen{Width: im.Width, Height: im.Height},
+			Source: im.Recipe.Source, DiskBytes: im.DiskBytes, CreatedAt: im.CreatedAt, BuildSeconds: im.BuildSeconds,
+		}
+		if im.Recipe.Source != "" {
+			base, err := images.NewRecipe(im.Flavor, im.Width, im.Height)
+			if err == nil {
+				v.Packages = added(base.AptPackages, im.Recipe.AptPackages)
+			}
+		}
+		for _, a := range im.Recipe.Apps {
+			v.Apps = append(v.Apps, a.Name)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// added lists what b has that a has not.
+func added(a, b []string) []string {
+	var out []string
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // writeFileWhole replaces path (mode 0600) so that a reader sees either
