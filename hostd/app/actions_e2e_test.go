@@ -64,7 +64,13 @@ func startStackOn(t *testing.T, flavor string) *actionStack {
 // serve keeps: creates then take a spawned QEMU and only restore into it.
 func startStackWith(t *testing.T, flavor string, pool int) *actionStack {
 	t.Helper()
-	baked := testenv.Snapshot(t, flavor)
+	return startStackFrom(t, testenv.Snapshot(t, flavor), pool)
+}
+
+// startStackFrom starts the stack on a baked snapshot (a flavor's or a
+// recipe's) with one desktop of it.
+func startStackFrom(t *testing.T, baked testenv.Baked, pool int) *actionStack {
+	t.Helper()
 	log := testenv.Logger(t)
 	ctx := context.Background()
 	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: log})

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,18 +112,35 @@ func topTempDir(t testing.TB, prefix string) string {
 // processes wait for one another.
 func Snapshot(t testing.TB, flavor string) Baked {
 	t.Helper()
+	recipe, err := images.NewRecipe(flavor, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bake(t, recipe, flavor)
+}
+
+// RecipeSnapshot is Snapshot for a recipe file: its image is built and
+// baked once per recipe hash (copied files included), with the recipe's
+// memory and CPUs.
+func RecipeSnapshot(t testing.TB, path string) Baked {
+	t.Helper()
+	recipe, name, err := images.LoadRecipe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bake(t, recipe, name)
+}
+
+func bake(t testing.TB, recipe images.Recipe, name string) Baked {
+	t.Helper()
 	SkipShort(t)
 	Require(t, "qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	cache := CacheDir()
-	recipe, err := images.NewRecipe(flavor, 0, 0)
+	im, err := images.Build(ctx, recipe, images.BuildOptions{CacheDir: cache, Name: name, Progress: testWriter{t}})
 	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := images.Build(ctx, recipe, images.BuildOptions{CacheDir: cache, Progress: testWriter{t}})
-	if err != nil {
-		t.Fatalf("build %s image: %v", flavor, err)
+		t.Fatalf("build %s image: %v", name, err)
 	}
 	catalog, err := desktop.NewCatalog(filepath.Join(cache, "test-snapshots"))
 	if err != nil {
@@ -136,26 +154,28 @@ func Snapshot(t testing.TB, flavor string) Baked {
 	}
 	defer drv.Close()
 	shape := drv.Shape()
-	name := fmt.Sprintf("%s-%s-%s", flavor, im.Hash[:8], shape.QEMUSHA256[:8])
-	if snap, err := catalog.Get(name); err == nil {
-		if err := catalog.Verify(snap); err == nil && len(snap.Manifest.Machine.Mismatch(shape)) == 0 {
+	snapName := fmt.Sprintf("%s-%s-%s", name, im.Hash[:8], shape.QEMUSHA256[:8])
+	if snap, err := catalog.Get(snapName); err == nil {
+		if err := catalog.Verify(snap); err == nil && len(snap.Manifest.Machine.Mismatch(shape)) == 0 &&
+			slices.Equal(snap.Manifest.OnCreate, im.Recipe.Bake.OnCreate) {
 			return ownCatalog(t, im, snap)
 		}
-		catalog.Remove(name)
+		catalog.Remove(snapName)
 	}
 	start := time.Now()
 	snap, err := images.Bake(ctx, images.BakeOptions{
-		Driver: drv, Catalog: catalog, Image: im, Name: name, Progress: testWriter{t},
+		Driver: drv, Catalog: catalog, Image: im, Name: snapName, Progress: testWriter{t},
+		CPUs: im.Recipe.Bake.CPUs, MemoryMiB: im.Recipe.Bake.MemoryMiB,
 		Settle: func(ctx context.Context, m desktop.Machine) error {
 			_, err := settle.Machine(ctx, m, 2*time.Second, 5*time.Minute, Logger(t))
 			return err
 		},
 	})
 	if err != nil {
-		t.Fatalf("bake %s: %v", name, err)
+		t.Fatalf("bake %s: %v", snapName, err)
 	}
-	t.Logf("baked %s in %s", name, time.Since(start).Round(time.Second))
-	prune(t, catalog, flavor, name)
+	t.Logf("baked %s in %s", snapName, time.Since(start).Round(time.Second))
+	prune(t, catalog, name, snapName)
 	return ownCatalog(t, im, snap)
 }
 
