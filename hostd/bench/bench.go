@@ -37,6 +37,9 @@ type Options struct {
 	// BrowserSnapshot is the browser image's snapshot, for the action
 	// suite's click-then-type on Chromium; absent makes those keys null.
 	BrowserSnapshot string
+	// CompareSnapshot, when set, is measured by the create suite beside
+	// Snapshot (a recipe's snapshot against minimal, say).
+	CompareSnapshot string
 	Suites          []string
 	// N is the number of samples per create method (cold boots: ColdN).
 	N, ColdN int

@@ -88,6 +88,10 @@ func (e *env) createSuite(ctx context.Context) error {
 	e.res.dist("create_fullrestore", full)
 	e.progress("  full-state restore: p50 %s", full.Percentile(50))
 
+	if err := e.compareCreates(ctx, n); err != nil {
+		return fmt.Errorf("creates of %s beside %s: %w", e.opts.CompareSnapshot, e.snap.Name, err)
+	}
+
 	// The libvirt driver's restore, when libvirtd is there.
 	if err := e.libvirtCreates(ctx, n); err != nil {
 		for _, k := range []string{"create_libvirt_p50_ms", "create_libvirt_p95_ms", "create_libvirt_max_ms"} {
@@ -123,6 +127,60 @@ func (e *env) createSuite(ctx context.Context) error {
 	if p := pool.Percentile(50); p > 0 {
 		e.res.set("coldboot_over_pool_ratio", float64(cold.Percentile(50))/float64(p))
 	}
+	return nil
+}
+
+// compareKeys are the figures of compareCreates.
+var compareKeys = []string{
+	"create_compare_base_p50_ms", "create_compare_base_p95_ms", "create_compare_base_max_ms",
+	"create_compare_p50_ms", "create_compare_p95_ms", "create_compare_max_ms", "create_compare_over_base_ratio",
+}
+
+// compareCreates measures warm-pool creates of a second snapshot beside
+// the run's own, alternating sample by sample so the host's swings hit
+// both alike; the ratio of their p50s is the figure to quote.
+func (e *env) compareCreates(ctx context.Context, n int) error {
+	if e.opts.CompareSnapshot == "" {
+		for _, k := range compareKeys {
+			e.res.null(k, "no second snapshot to compare (--compare-snapshot)")
+		}
+		return nil
+	}
+	other, err := e.cat.Get(e.opts.CompareSnapshot)
+	if err != nil {
+		return err
+	}
+	if err := e.cat.Verify(other); err != nil {
+		return err
+	}
+	e.drv.Warm(e.snap, 1)
+	e.drv.Warm(other, 1)
+	defer e.drv.Warm(other, 0)
+	defer e.drv.Warm(e.snap, 0)
+	var base, cmp Dist
+	for i := 0; i < n; i++ {
+		for _, s := range []struct {
+			snap desktop.Snapshot
+			dist *Dist
+		}{{e.snap, &base}, {other, &cmp}} {
+			if err := e.drv.WaitPool(ctx, s.snap.Name, 1); err != nil {
+				return err
+			}
+			d, err := e.timeCreateWith(ctx, desktop.CreateRequest{Snapshot: s.snap.Name})
+			if err != nil {
+				return err
+			}
+			s.dist.Add(d)
+		}
+	}
+	e.res.dist("create_compare_base", &base)
+	e.res.dist("create_compare", &cmp)
+	if p := base.Percentile(50); p > 0 {
+		e.res.set("create_compare_over_base_ratio", float64(cmp.Percentile(50))/float64(p))
+	}
+	e.res.note(fmt.Sprintf("create_compare: snapshot %s (%d MiB, image %s) against %s, warm pool, alternating", other.Name,
+		other.Manifest.Machine.MemoryMiB, other.Manifest.Image.Name, e.snap.Name))
+	e.progress("  %s beside %s (warm pool): p50 %s against %s", other.Name, e.snap.Name, cmp.Percentile(50), base.Percentile(50))
 	return nil
 }
 

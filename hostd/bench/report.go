@@ -17,6 +17,8 @@ var keyOrder = []string{
 	"create_pool_p50_ms", "create_pool_p95_ms", "create_pool_max_ms",
 	"create_nopool_p50_ms", "create_nopool_p95_ms", "create_nopool_max_ms",
 	"create_fullrestore_p50_ms", "create_fullrestore_p95_ms", "create_fullrestore_max_ms", "fullrestore_state_mb",
+	"create_compare_base_p50_ms", "create_compare_base_p95_ms", "create_compare_base_max_ms",
+	"create_compare_p50_ms", "create_compare_p95_ms", "create_compare_max_ms", "create_compare_over_base_ratio",
 	"create_libvirt_p50_ms", "create_libvirt_p95_ms", "create_libvirt_max_ms",
 	"coldboot_p50_ms", "coldboot_p95_ms", "coldboot_max_ms", "coldboot_over_pool_ratio",
 	"shot_cached_p50_ms", "shot_cached_p95_ms", "shot_changed_png_p50_ms", "shot_changed_png_p95_ms",

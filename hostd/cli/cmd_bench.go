@@ -14,6 +14,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	o := bench.Options{Paths: config.DefaultPaths(), LibvirtURI: "qemu:///system"}
 	o.Paths.Register(fs)
 	fs.StringVar(&o.Snapshot, "snapshot", "minimal", "snapshot to measure")
+	fs.StringVar(&o.CompareSnapshot, "compare-snapshot", "", "a second snapshot the create suite measures beside --snapshot, alternating (a recipe's against minimal)")
 	fs.StringVar(&o.BrowserSnapshot, "browser-snapshot", "browser", "browser snapshot for click-then-type on Chromium (action suite)")
 	suites := fs.String("suites", strings.Join(bench.Suites, ","), "suites to run, comma-separated: "+strings.Join(bench.Suites, ", "))
 	fs.IntVar(&o.N, "n", 20, "samples per create method")
