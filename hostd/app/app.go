@@ -51,16 +51,8 @@ type App struct {
 // Open builds every part of the daemon and recovers the desktops a
 // previous hostd left running. Close releases what Open took.
 func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error) {
-	for _, dir := range []string{cfg.StateDir, cfg.Snapshots(), cfg.Desktops(), cfg.RunDir} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("state directories: %w", err)
-		}
-	}
-	// Desktops' QEMU processes, each its own user, pass through the state
-	// directory to their own (0700) directories under desktops/; what
-	// else it holds is 0600 or 0700.
-	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
-		return nil, fmt.Errorf("state directories: %w", err)
+	if err := cfg.MakeStateDirs(); err != nil {
+		return nil, err
 	}
 	a := &App{cfg: cfg, log: log}
 	var err error

@@ -62,6 +62,9 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	if *name == "" {
 		*name = im.Name
 	}
+	if err := cfg.MakeStateDirs(); err != nil {
+		return err
+	}
 	cat, err := desktop.NewCatalog(cfg.Snapshots())
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,23 @@ func (p Paths) Desktops() string    { return filepath.Join(p.StateDir, "desktops
 func (p Paths) Records() string     { return filepath.Join(p.StateDir, "records.db") }
 func (p Paths) TokenFile() string   { return filepath.Join(p.StateDir, "token") }
 func (p Paths) AddressFile() string { return filepath.Join(p.StateDir, "address") }
+
+// MakeStateDirs makes the state, snapshot, desktop and run directories
+// (0700) and lets other users through the state directory (0711):
+// desktops' QEMU processes, each its own user, pass through it to their
+// own directories under desktops/; what else it holds is 0600 or 0700.
+// Every command that starts QEMU calls it first.
+func (p Paths) MakeStateDirs() error {
+	for _, dir := range []string{p.StateDir, p.Snapshots(), p.Desktops(), p.RunDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("state directories: %w", err)
+		}
+	}
+	if err := os.Chmod(p.StateDir, 0o711); err != nil {
+		return fmt.Errorf("state directories: %w", err)
+	}
+	return nil
+}
 
 // DefaultListen is where hostd serves its API and pages.
 const DefaultListen = "127.0.0.1:8787"
