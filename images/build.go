@@ -221,34 +221,40 @@ func (b *builder) debootstrap(ctx context.Context) error {
 	return nil
 }
 
-// aptInstall installs the recipe's apt packages inside the image, with
-// /proc mounted and the package cache bind-mounted from the build cache.
+// aptInstall installs the recipe's apt packages inside the image.
 func (b *builder) aptInstall(ctx context.Context) error {
 	if len(b.r.AptPackages) == 0 {
 		return nil
 	}
+	return b.withAptMounts(func() error {
+		if err := b.chroot(ctx, "apt-get", "update", "-q"); err != nil {
+			return err
+		}
+		args := append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, b.r.AptPackages...)
+		if err := b.chroot(ctx, args...); err != nil {
+			if m := unknownPackage.FindStringSubmatch(err.Error()); m != nil {
+				return fmt.Errorf("package %q: Debian %s has no package of that name (apt: %s): %w", m[1], b.r.Suite, m[0], err)
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// withAptMounts runs fn with /proc mounted in the image and apt's archive
+// cache bind-mounted from the build cache, so downloads are kept.
+func (b *builder) withAptMounts(fn func() error) error {
 	proc := filepath.Join(b.root, "proc")
 	if err := b.mount("proc", proc, "proc", 0); err != nil {
 		return err
 	}
 	defer b.unmount(proc)
 	archives := filepath.Join(b.root, "var", "cache", "apt", "archives")
-	debs := filepath.Join(b.opts.CacheDir, "debs")
-	if err := b.mount(debs, archives, "", syscall.MS_BIND); err != nil {
+	if err := b.mount(filepath.Join(b.opts.CacheDir, "debs"), archives, "", syscall.MS_BIND); err != nil {
 		return err
 	}
 	defer b.unmount(archives)
-	if err := b.chroot(ctx, "apt-get", "update", "-q"); err != nil {
-		return err
-	}
-	args := append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, b.r.AptPackages...)
-	if err := b.chroot(ctx, args...); err != nil {
-		if m := unknownPackage.FindStringSubmatch(err.Error()); m != nil {
-			return fmt.Errorf("package %q: Debian %s has no package of that name (apt: %s): %w", m[1], b.r.Suite, m[0], err)
-		}
-		return err
-	}
-	return nil
+	return fn()
 }
 
 // unknownPackage is apt's line for a name it has no package of.

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // copyFiles writes the recipe's files into the image tree. Paths are
@@ -99,25 +98,17 @@ func (b *builder) buildSteps(ctx context.Context) error {
 	if len(b.r.BuildSteps) == 0 {
 		return nil
 	}
-	proc := filepath.Join(b.root, "proc")
-	if err := b.mount("proc", proc, "proc", 0); err != nil {
-		return err
-	}
-	defer b.unmount(proc)
-	archives := filepath.Join(b.root, "var", "cache", "apt", "archives")
-	if err := b.mount(filepath.Join(b.opts.CacheDir, "debs"), archives, "", syscall.MS_BIND); err != nil {
-		return err
-	}
-	defer b.unmount(archives)
 	b.echo = true
 	defer func() { b.echo = false }()
-	for i, step := range b.r.BuildSteps {
-		b.progress("  step %d: %s", i+1, oneLine(step))
-		if err := b.chroot(ctx, "/bin/sh", "-ec", step); err != nil {
-			return fmt.Errorf("build step %d of %d (%s): %w", i+1, len(b.r.BuildSteps), oneLine(step), err)
+	return b.withAptMounts(func() error {
+		for i, step := range b.r.BuildSteps {
+			b.progress("  step %d: %s", i+1, oneLine(step))
+			if err := b.chroot(ctx, "/bin/sh", "-ec", step); err != nil {
+				return fmt.Errorf("build step %d of %d (%s): %w", i+1, len(b.r.BuildSteps), oneLine(step), err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // oneLine shortens a shell step for a progress line.
