@@ -274,3 +274,11 @@ func FuzzDecodeRecipe(f *testing.F) {
 		}
 	})
 }
+
+func TestUnknownPackageLine(t *testing.T) {
+	out := "Reading package lists...\nBuilding dependency tree...\nE: Unable to locate package libreoffice-calcc\n"
+	m := unknownPackage.FindStringSubmatch(out)
+	if m == nil || m[1] != "libreoffice-calcc" {
+		t.Fatalf("apt's line not recognised: %v", m)
+	}
+}

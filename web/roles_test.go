@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/web"
@@ -214,5 +215,25 @@ func TestRotateDaemonToken(t *testing.T) {
 	}
 	if status, _ := h.as(t, link, "GET", h.path(""), ""); status != http.StatusOK {
 		t.Fatalf("a share link after the rotation: %d", status)
+	}
+}
+
+// GET /v1/images passes on what the host lists, to the daemon's token only.
+func TestListImages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := drivetest.NewDesktop(t)
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
+	srv := web.New(web.Config{Manager: f.Manager, Drive: svc, Token: "wd_d", Images: func() ([]api.GuestImage, error) {
+		return []api.GuestImage{{Name: "office", Flavor: "minimal", Source: "recipes/office.yaml", Packages: []string{"libreoffice-calc"}, Apps: []string{"calc"}}}, nil
+	}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	h := &actHarness{t: t, srv: hs, id: f.ID}
+	status, body := h.as(t, "wd_d", "GET", "/v1/images", "")
+	var list api.ImageList
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list.Images) != 1 ||
+		list.Images[0].Source != "recipes/office.yaml" || list.Images[0].Apps[0] != "calc" {
+		t.Fatalf("GET /v1/images: %d %s", status, body)
 	}
 }
