@@ -421,17 +421,27 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 			default:
 				if !ending {
 					m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
-					if len(e.onCreate) > 0 {
-						m.runSetup(m.base, e, mach, e.onCreate, err)
+					if cmds := takeOnCreate(e); len(cmds) > 0 {
+						m.runSetup(m.base, e, mach, cmds, err)
 					}
 				}
 			}
 			return
 		}
-		if len(e.onCreate) > 0 {
-			m.runSetup(m.base, e, mach, e.onCreate, nil)
+		if cmds := takeOnCreate(e); len(cmds) > 0 {
+			m.runSetup(m.base, e, mach, cmds, nil)
 		}
 	}()
+}
+
+// takeOnCreate returns a new desktop's on_create commands once: a wake
+// sets the clock again but does not run them again.
+func takeOnCreate(e *entry) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cmds := e.onCreate
+	e.onCreate = nil
+	return cmds
 }
 
 // halt records that mach paused its running desktop on its own.

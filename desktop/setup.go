@@ -45,9 +45,13 @@ func (m *Manager) runSetup(ctx context.Context, e *entry, mach Machine, cmds []s
 	}
 	s.Seconds = time.Since(start).Seconds()
 	e.mu.Lock()
-	if e.m != mach {
+	if e.d.State == StateDeleted || e.d.State == StateStopping {
 		e.mu.Unlock()
-		return // deleted or hibernated meanwhile
+		return
+	}
+	if e.m != mach && s.State != SetupFailed {
+		// Hibernated meanwhile: what ran is not known to have finished.
+		s.State, s.Error = SetupFailed, "the desktop stopped or was hibernated while they ran"
 	}
 	e.d.Setup = &s
 	d := e.d

@@ -218,9 +218,20 @@ type FakeMachine struct {
 	exited  chan struct{}
 	ended   bool
 	halted  chan string
+	// shells are the scripts run with sh -c through its agent, in order;
+	// lastExit the exit code of the last ("exit N" exits N, any other 0).
+	shells   []string
+	lastExit int
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
+
+// Shells returns the scripts run with sh -c through the machine's agent.
+func (m *FakeMachine) Shells() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.shells...)
+}
 var _ desktop.Halter = (*FakeMachine)(nil)
 
 // Halted delivers what Halt says.
@@ -483,9 +494,12 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 		}
 		reply = map[string]any{"version": "fake", "supported_commands": cmds}
 	case "guest-exec":
+		a.m.exec(args)
 		reply = map[string]int{"pid": 1}
 	case "guest-exec-status":
-		reply = map[string]any{"exited": true, "exitcode": 0, "out-data": ""}
+		a.m.mu.Lock()
+		reply = map[string]any{"exited": true, "exitcode": a.m.lastExit, "out-data": ""}
+		a.m.mu.Unlock()
 	default:
 		return fmt.Errorf("fake guest agent: %s not supported", command)
 	}
@@ -494,6 +508,27 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 	}
 	b, _ := json.Marshal(reply)
 	return json.Unmarshal(b, result)
+}
+
+// exec notes a guest-exec of sh -c SCRIPT; "exit N" exits N.
+func (m *FakeMachine) exec(args any) {
+	b, _ := json.Marshal(args)
+	var req struct {
+		Path string   `json:"path"`
+		Arg  []string `json:"arg"`
+	}
+	json.Unmarshal(b, &req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastExit = 0
+	if req.Path != "/bin/sh" || len(req.Arg) != 2 || req.Arg[0] != "-c" {
+		return
+	}
+	m.shells = append(m.shells, req.Arg[1])
+	var code int
+	if _, err := fmt.Sscanf(req.Arg[1], "exit %d", &code); err == nil {
+		m.lastExit = code
+	}
 }
 
 // MemStore is an in-memory desktop.Store.
@@ -534,8 +569,9 @@ func (s *MemStore) DeleteDesktop(id string) error {
 	return nil
 }
 
-// BakeFake makes a golden snapshot on the fake driver.
-func BakeFake(ctx context.Context, f *Fake, c *desktop.Catalog, name string) (desktop.Snapshot, error) {
+// BakeFake makes a golden snapshot on the fake driver; onCreate are its
+// manifest's on_create commands.
+func BakeFake(ctx context.Context, f *Fake, c *desktop.Catalog, name string, onCreate ...string) (desktop.Snapshot, error) {
 	draft, err := c.Begin(name)
 	if err != nil {
 		return desktop.Snapshot{}, err
@@ -550,5 +586,5 @@ func BakeFake(ctx context.Context, f *Fake, c *desktop.Catalog, name string) (de
 	if err != nil {
 		return desktop.Snapshot{}, err
 	}
-	return draft.Commit(&desktop.Manifest{BakedBy: "fake", Machine: shape, Image: desktop.ImageRef{Name: "fake", Flavor: "minimal", Hash: "0"}})
+	return draft.Commit(&desktop.Manifest{BakedBy: "fake", Machine: shape, Image: desktop.ImageRef{Name: "fake", Flavor: "minimal", Hash: "0"}, OnCreate: onCreate})
 }
