@@ -232,6 +232,7 @@ func (m *FakeMachine) Shells() []string {
 	defer m.mu.Unlock()
 	return append([]string(nil), m.shells...)
 }
+
 var _ desktop.Halter = (*FakeMachine)(nil)
 
 // Halted delivers what Halt says.
