@@ -205,6 +205,15 @@ type ControlReply struct {
 	Counter uint64 `json:"counter,omitempty"`
 }
 
+// AnthropicTurnResult answers a whole assistant turn posted to POST
+// /v1/desktops/{id}/computer/anthropic: the user message that carries a
+// tool_result for each computer tool_use of the turn, in order, ready to
+// append to the conversation as it is.
+type AnthropicTurnResult struct {
+	Role    string                      `json:"role"` // "user"
+	Content []input.AnthropicToolResult `json:"content"`
+}
+
 // AnthropicFailure is the body of a failed POST
 // /v1/desktops/{id}/computer/anthropic: the error as everywhere, and the
 // tool_result (is_error) the agent can hand the model.

@@ -34,6 +34,10 @@ func (s *Server) postAnthropic(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if input.IsAnthropicTurn(body) {
+		s.anthropicTurn(c, spec, body)
+		return
+	}
 	toolUseID := firstOf(c.Query("tool_use_id"), c.GetHeader("X-Tool-Use-Id"))
 	call, blockID, err := decodeAnthropicBody(body)
 	if blockID != "" {
@@ -57,13 +61,56 @@ func (s *Server) postAnthropic(c *gin.Context) {
 		failed(call, out.Result, err)
 		return
 	}
-	var img *input.Image
-	if out.Picture != nil {
-		img = &input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
-	}
-	res := input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, img)
+	res := input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, pictureImage(out))
 	res.Note(out.Warnings)
 	c.JSON(http.StatusOK, res)
+}
+
+// anthropicTurn runs a whole assistant turn of the computer toolset: its
+// computer calls in order, each through the drive service like a single
+// call, stopping at the first failure (the rest answer is_error unrun).
+// The answer is 200 with the next user message whatever failed inside the
+// turn, since the model is to read it; X-Warmdesk-Failed-Call gives the
+// index of the call that failed, and X-Warmdesk-Other-Tools names tool_use
+// blocks of other tools, which the caller answers itself.
+func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) {
+	uses, others, err := input.DecodeAnthropicTurn(body)
+	if err != nil {
+		failWith(c, err)
+		return
+	}
+	id := c.Param("id")
+	// A desktop that is not there fails the request, not each call.
+	if _, err := s.cfg.Manager.Get(id); err != nil {
+		fail(c, err)
+		return
+	}
+	spec.NoUpscale = !isDaemon(c)
+	results, failed := input.RunAnthropicTurn(uses, func(call input.AnthropicCall) (input.BatchResult, *input.Image, []string, error) {
+		req := spec
+		req.Batch, req.Screenshot = call.Batch, call.WantsScreenshot()
+		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)
+		if err == nil {
+			err = out.Err
+		}
+		return out.Result, pictureImage(out), out.Warnings, err
+	})
+	if len(others) > 0 {
+		c.Header("X-Warmdesk-Other-Tools", strings.Join(others, ","))
+	}
+	if failed >= 0 {
+		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
+	}
+	c.JSON(http.StatusOK, api.AnthropicTurnResult{Role: "user", Content: results})
+}
+
+// pictureImage is a batch's trailing screenshot as a tool result's image,
+// or nil.
+func pictureImage(out drive.Outcome) *input.Image {
+	if out.Picture == nil {
+		return nil
+	}
+	return &input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
 }
 
 // decodeAnthropicBody reads the input of a computer tool_use block, or the

@@ -230,3 +230,61 @@ func sep(q string) string {
 	}
 	return "&"
 }
+
+// A whole assistant turn of the computer toolset runs its calls in order
+// and stops at the first that fails: the earlier ran, the failed one names
+// its field, the later ones answer is_error unrun and send no input. The
+// answer is the next user message.
+func TestAnthropicToolsetTurn(t *testing.T) {
+	h := newActHarness(t)
+	turn := `{"role": "assistant", "content": [
+	  {"type": "text", "text": "Clicking, then typing."},
+	  {"type": "tool_use", "id": "t1", "name": "left_click", "input": {"coordinate": [100, 50]}},
+	  {"type": "tool_use", "id": "t2", "name": "left_click", "input": {"coordinate": [100]}},
+	  {"type": "tool_use", "id": "t3", "name": "type", "input": {"text": "never typed"}},
+	  {"type": "tool_use", "id": "b1", "name": "bash", "input": {"command": "ls"}}]}`
+	req, _ := http.NewRequest("POST", h.srv.URL+h.path("/computer/anthropic")+"?settle_ms=0", strings.NewReader(turn))
+	req.Header.Set("Authorization", "Bearer "+actToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var msg struct {
+		Role    string       `json:"role"`
+		Content []toolResult `json:"content"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || msg.Role != "user" || len(msg.Content) != 3 {
+		t.Fatalf("status %d, %+v", resp.StatusCode, msg)
+	}
+	if got := resp.Header.Get("X-Warmdesk-Failed-Call"); got != "1" {
+		t.Errorf("X-Warmdesk-Failed-Call %q, want 1", got)
+	}
+	if got := resp.Header.Get("X-Warmdesk-Other-Tools"); got != "bash" {
+		t.Errorf("X-Warmdesk-Other-Tools %q, want bash", got)
+	}
+	if r := msg.Content[0]; r.ToolUseID != "t1" || r.IsError || r.Content[0].Type != "image" {
+		t.Errorf("first %+v", r)
+	}
+	if r := msg.Content[1]; r.ToolUseID != "t2" || !r.IsError || !strings.Contains(r.Content[0].Text, "coordinate") {
+		t.Errorf("second %+v", r)
+	}
+	if r := msg.Content[2]; r.ToolUseID != "t3" || !r.IsError || r.Content[0].Text != "Not executed: an earlier computer action in this turn failed." {
+		t.Errorf("third %+v", r)
+	}
+	for _, frame := range h.frames() {
+		for _, ev := range frame {
+			if ev.Kind == desktop.InputKey {
+				t.Fatalf("a key was sent after the failed call: %+v", h.frames())
+			}
+		}
+	}
+	// An unknown desktop fails the request, not each call.
+	status, body := h.do("POST", "/v1/desktops/d-none/computer/anthropic", turn)
+	if status != http.StatusNotFound {
+		t.Errorf("unknown desktop: %d %s", status, body)
+	}
+}
