@@ -214,6 +214,14 @@ type AnthropicTurnResult struct {
 	Content []input.AnthropicToolResult `json:"content"`
 }
 
+// GeminiTurnResult answers POST /v1/desktops/{id}/computer/gemini: the
+// user Content with a functionResponse part for each function call, in
+// order, ready to append to the conversation.
+type GeminiTurnResult struct {
+	Role  string             `json:"role"` // "user"
+	Parts []input.GeminiPart `json:"parts"`
+}
+
 // AnthropicFailure is the body of a failed POST
 // /v1/desktops/{id}/computer/anthropic: the error as everywhere, and the
 // tool_result (is_error) the agent can hand the model.

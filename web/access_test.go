@@ -54,6 +54,7 @@ var routeAccess = map[string]access{
 	"DELETE /v1/desktops/:id/tokens":           needDaemon,
 	"POST /v1/desktops/:id/actions":            needControl,
 	"POST /v1/desktops/:id/computer/anthropic": needControl,
+	"POST /v1/desktops/:id/computer/gemini":    needControl,
 	"POST /v1/desktops/:id/computer/openai":    needControl,
 	"GET /v1/desktops/:id/control":             needControl,
 	"POST /v1/desktops/:id/exec":               needShell,

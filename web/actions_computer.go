@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"net/http"
 	"slices"
 	"strconv"
@@ -102,6 +103,67 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
 	}
 	c.JSON(http.StatusOK, api.AnthropicTurnResult{Role: "user", Content: results})
+}
+
+// postGemini runs a Gemini computer-use turn: one function call, an array
+// of them, or the model's Content. The grid maps onto the declared display
+// (display_width, display_height: the screenshots' size) or the native
+// screen. The answer is 200 with the user Content of functionResponse
+// parts, each with its screenshot, whatever failed inside the turn;
+// X-Warmdesk-Failed-Call gives the index of the call that failed.
+// require_confirmation calls run only with acknowledge_safety=true.
+func (s *Server) postGemini(c *gin.Context) {
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	spec, ok := adapterSpec(c, "display_width", "display_height")
+	if !ok {
+		return
+	}
+	ack := false
+	if v := c.Query("acknowledge_safety"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			badRequest(c, "acknowledge_safety", "use true or false")
+			return
+		}
+		ack = b
+	}
+	calls, err := input.DecodeGeminiCalls(body)
+	if err != nil {
+		failWith(c, err)
+		return
+	}
+	id := c.Param("id")
+	d, err := s.cfg.Manager.Get(id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	space := spec.Display
+	if space == (image.Point{}) {
+		snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		space = image.Point{X: snap.Manifest.Machine.Width, Y: snap.Manifest.Machine.Height}
+	}
+	spec.NoUpscale = !isDaemon(c)
+	parts, failed := input.RunGeminiTurn(calls, space, c.Query("search_url"), ack, func(call input.GeminiCall) (*input.Image, error) {
+		req := spec
+		req.Batch, req.Screenshot = call.Batch, true
+		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)
+		if err == nil {
+			err = out.Err
+		}
+		return pictureImage(out), err
+	})
+	if failed >= 0 {
+		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
+	}
+	c.JSON(http.StatusOK, api.GeminiTurnResult{Role: "user", Parts: parts})
 }
 
 // pictureImage is a batch's trailing screenshot as a tool result's image,

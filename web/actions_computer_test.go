@@ -288,3 +288,67 @@ func TestAnthropicToolsetTurn(t *testing.T) {
 		t.Errorf("unknown desktop: %d %s", status, body)
 	}
 }
+
+// A Gemini turn maps the 0-999 grid onto the screen, answers each call with
+// its screenshot, and stops at the first failure.
+func TestGeminiTurn(t *testing.T) {
+	h := newActHarness(t)
+	h.guest.SetPointer(0, 0)
+	turn := `{"role": "model", "parts": [
+	  {"text": "Clicking the middle."},
+	  {"functionCall": {"name": "click_at", "args": {"x": 500, "y": 500, "intent": "middle"}}},
+	  {"functionCall": {"name": "key_down", "args": {"key": "shift"}}},
+	  {"functionCall": {"name": "go_back", "args": {}}}]}`
+	req, _ := http.NewRequest("POST", h.srv.URL+h.path("/computer/gemini")+"?settle_ms=0", strings.NewReader(turn))
+	req.Header.Set("Authorization", "Bearer "+actToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var content struct {
+		Role  string `json:"role"`
+		Parts []struct {
+			FunctionResponse struct {
+				Name     string         `json:"name"`
+				Response map[string]any `json:"response"`
+				Parts    []struct {
+					InlineData struct {
+						MimeType string `json:"mimeType"`
+						Data     []byte `json:"data"`
+					} `json:"inlineData"`
+				} `json:"parts"`
+			} `json:"functionResponse"`
+		} `json:"parts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&content); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || content.Role != "user" || len(content.Parts) != 3 || resp.Header.Get("X-Warmdesk-Failed-Call") != "1" {
+		t.Fatalf("status %d, failed call %q, %+v", resp.StatusCode, resp.Header.Get("X-Warmdesk-Failed-Call"), content)
+	}
+	first := content.Parts[0].FunctionResponse
+	if first.Name != "click_at" || len(first.Parts) != 1 || first.Parts[0].InlineData.MimeType != "image/png" {
+		t.Fatalf("first %+v", first)
+	}
+	if _, err := png.Decode(bytes.NewReader(first.Parts[0].InlineData.Data)); err != nil {
+		t.Errorf("the screenshot is not a PNG: %v", err)
+	}
+	if e, _ := content.Parts[1].FunctionResponse.Response["error"].(string); !strings.Contains(e, "key_down is not supported") {
+		t.Errorf("second %+v", content.Parts[1])
+	}
+	if e, _ := content.Parts[2].FunctionResponse.Response["error"].(string); e != input.GeminiNotExecuted {
+		t.Errorf("third %+v", content.Parts[2])
+	}
+	f := h.frames()
+	if len(f) == 0 || f[0][0].X != 640 || f[0][0].Y != 400 {
+		t.Errorf("frames %v, want the click's move to 640,400 (grid 500,500 on 1280x800) first", f)
+	}
+	for _, frame := range f {
+		for _, ev := range frame {
+			if ev.Kind == desktop.InputKey {
+				t.Fatalf("a key was sent after the failed call: %v", f)
+			}
+		}
+	}
+}

@@ -1,0 +1,497 @@
+package input
+
+import (
+	"bytes"
+	"encoding/json"
+	"image"
+	"strings"
+	"time"
+)
+
+// Gemini's computer-use models call functions whose coordinates are on a
+// 0–999 grid on each axis, whatever the screenshot's size:
+//
+//	{"name": "click_at", "args": {"y": 500, "x": 250}}
+//
+// Both environments' functions are translated: the desktop's (click,
+// double_click, triple_click, middle_click, right_click, mouse_down,
+// mouse_up, move, type, drag_and_drop, wait, press_key, hotkey,
+// take_screenshot, scroll) and the browser's (open_web_browser, navigate,
+// go_back, go_forward, search, click_at, hover_at, type_text_at,
+// key_combination, scroll_document, scroll_at, drag_and_drop,
+// wait_5_seconds). Sources: ai.google.dev's computer-use page and its
+// reference implementation.
+//
+// Decisions where the schema leaves room:
+//   - A grid value v maps to v*W/1000 in a W-wide space (the reference's
+//     int(v/1000*W)); values outside 0–999 are errors.
+//   - Scroll magnitudes are on the grid too: magnitude*H/1000 pixels (W for
+//     left and right), then wheel notches at DefaultPixelsPerNotch, at
+//     least one. magnitude_in_wheel_clicks is taken as notches.
+//   - navigate and search go through the address bar (ctrl+l, the text,
+//     Return), as a person would; go_back and go_forward are alt+Left and
+//     alt+Right; scroll_document up and down are PageUp and PageDown, left
+//     and right scroll the wheel at the screen's middle.
+//   - type_text_at clears with ctrl+a and Delete first when
+//     clear_before_typing (default true), and presses Return after when
+//     press_enter (default true); the desktop's type presses Return only
+//     with press_enter (default false).
+//   - key_down and key_up are refused: a key held across calls has no
+//     place in a batch, which always ends with every key up.
+//   - Unknown arguments are ignored (the API adds "intent" to every call);
+//     wrong-typed known ones are errors naming them.
+
+// GeminiGrid is the size of Gemini's coordinate grid on each axis.
+const GeminiGrid = 1000
+
+// DefaultGeminiSearchURL is where search goes, as in the reference.
+const DefaultGeminiSearchURL = "https://www.google.com/"
+
+// GeminiCall is a translated function call.
+type GeminiCall struct {
+	Name  string
+	Batch Batch
+	// Safety is the call's safety_decision, when it has one: a
+	// require_confirmation decision must be acknowledged before it runs.
+	Safety *GeminiSafetyDecision
+}
+
+// GeminiSafetyDecision is a call's safety_decision argument.
+type GeminiSafetyDecision struct {
+	Decision    string `json:"decision"`
+	Explanation string `json:"explanation,omitempty"`
+}
+
+// NeedsConfirmation says whether the call may run only once a person
+// confirmed it.
+func (c GeminiCall) NeedsConfirmation() bool {
+	return c.Safety != nil && c.Safety.Decision == "require_confirmation"
+}
+
+// geminiFunctions lists the translated function names.
+func geminiFunctions() []string {
+	return []string{
+		"click", "double_click", "triple_click", "middle_click", "right_click", "mouse_down", "mouse_up", "move",
+		"type", "drag_and_drop", "wait", "press_key", "hotkey", "take_screenshot", "scroll",
+		"open_web_browser", "navigate", "go_back", "go_forward", "search", "click_at", "hover_at",
+		"type_text_at", "key_combination", "scroll_document", "scroll_at", "wait_5_seconds",
+	}
+}
+
+// DecodeGeminiCalls reads what a model turn asked for: one function call
+// ({"name", "args"}, or wrapped as {"functionCall": ...} or
+// {"function_call": ...}), an array of them, or a Content object
+// ({"role": "model", "parts": [...]}) whose function-call parts are taken
+// in order and other parts (text, thoughts) skipped. It returns each
+// call's raw form; DecodeGemini translates one.
+func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
+	body = bytes.TrimSpace(body)
+	var items []json.RawMessage
+	if len(body) > 0 && body[0] == '[' {
+		if err := json.Unmarshal(body, &items); err != nil {
+			return nil, invalid("", "not an array of function calls: %v", err)
+		}
+	} else {
+		var content struct {
+			Parts []json.RawMessage `json:"parts"`
+		}
+		if err := json.Unmarshal(body, &content); err != nil {
+			return nil, invalid("", "not a function call: %v", err)
+		}
+		if content.Parts == nil {
+			items = []json.RawMessage{body}
+		} else {
+			items = content.Parts
+		}
+	}
+	var calls []json.RawMessage
+	for _, it := range items {
+		var w struct {
+			FunctionCall  json.RawMessage `json:"functionCall"`
+			FunctionCall2 json.RawMessage `json:"function_call"`
+			Name          *string         `json:"name"`
+		}
+		if err := json.Unmarshal(it, &w); err != nil {
+			return nil, invalid("", "not a function call: %v", err)
+		}
+		switch {
+		case w.FunctionCall != nil:
+			calls = append(calls, w.FunctionCall)
+		case w.FunctionCall2 != nil:
+			calls = append(calls, w.FunctionCall2)
+		case w.Name != nil:
+			calls = append(calls, it)
+		}
+	}
+	if len(calls) == 0 {
+		return nil, invalid("", "no function call given")
+	}
+	return calls, nil
+}
+
+// GeminiName reads a call's name without translating it, for answering a
+// call that failed to translate.
+func GeminiName(raw json.RawMessage) string {
+	var c struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(raw, &c)
+	return c.Name
+}
+
+// DecodeGemini translates one function call into a batch in a space of
+// the given size: the grid is mapped onto it. Errors are *ValidationError
+// values naming the call's own arguments ("args.y").
+func DecodeGemini(raw json.RawMessage, space image.Point, searchURL string) (GeminiCall, error) {
+	if searchURL == "" {
+		searchURL = DefaultGeminiSearchURL
+	}
+	o, err := parseObject(raw, "")
+	if err != nil {
+		return GeminiCall{}, err
+	}
+	name, ok, err := o.str("name")
+	if err != nil {
+		return GeminiCall{}, err
+	}
+	if !ok || name == "" {
+		return GeminiCall{}, invalid("name", "required")
+	}
+	call := GeminiCall{Name: name}
+	args := object{fields: map[string]json.RawMessage{}, path: "args"}
+	if a, has := o.fields["args"]; has && string(bytes.TrimSpace(a)) != "null" {
+		if args, err = parseObject(a, "args"); err != nil {
+			return GeminiCall{}, err
+		}
+	}
+	if sd, has := args.fields["safety_decision"]; has {
+		var d GeminiSafetyDecision
+		if err := json.Unmarshal(sd, &d); err != nil {
+			return GeminiCall{}, invalid(args.field("safety_decision"), "must be {decision, explanation}: %v", err)
+		}
+		call.Safety = &d
+	}
+	g := geminiArgs{o: args, space: space}
+	call.Batch, err = g.batch(name, searchURL)
+	return call, err
+}
+
+type geminiArgs struct {
+	o     object
+	space image.Point
+}
+
+// coord reads one grid coordinate and maps it onto an axis of size n.
+func (g geminiArgs) coord(key string, n int) (int, error) {
+	v, ok, err := g.o.integer(key)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, invalid(g.o.field(key), "required")
+	}
+	if v < 0 || v >= GeminiGrid {
+		return 0, invalid(g.o.field(key), "%d is off the 0-999 grid", v)
+	}
+	return v * n / GeminiGrid, nil
+}
+
+// point reads a point from the named x and y arguments.
+func (g geminiArgs) point(xKey, yKey string) (*Point, error) {
+	x, err := g.coord(xKey, g.space.X)
+	if err != nil {
+		return nil, err
+	}
+	y, err := g.coord(yKey, g.space.Y)
+	if err != nil {
+		return nil, err
+	}
+	return &Point{X: x, Y: y}, nil
+}
+
+func (g geminiArgs) text(key string) (string, error) {
+	s, ok, err := g.o.str(key)
+	if err == nil && !ok {
+		err = invalid(g.o.field(key), "required")
+	}
+	return s, err
+}
+
+func (g geminiArgs) flag(key string, def bool) (bool, error) {
+	v, ok, err := g.o.boolean(key)
+	if !ok {
+		return def, err
+	}
+	return v, err
+}
+
+// addressBar types text into the browser's address bar and goes there.
+func addressBar(text string) Batch {
+	return Batch{{Kind: KindKey, Chord: "ctrl+l"}, {Kind: KindType, Text: text}, {Kind: KindKey, Chord: "Return"}}
+}
+
+func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
+	click := func(b Button, count int) (Batch, error) {
+		at, err := g.point("x", "y")
+		return Batch{{Kind: KindClick, At: at, Button: b, Count: count}}, err
+	}
+	switch name {
+	case "click", "click_at":
+		return click(ButtonLeft, 1)
+	case "double_click":
+		return click(ButtonLeft, 2)
+	case "triple_click":
+		return click(ButtonLeft, 3)
+	case "middle_click":
+		return click(ButtonMiddle, 1)
+	case "right_click":
+		return click(ButtonRight, 1)
+	case "mouse_down", "mouse_up", "move", "hover_at":
+		at, err := g.point("x", "y")
+		kind := map[string]Kind{"mouse_down": KindMouseDown, "mouse_up": KindMouseUp, "move": KindMove, "hover_at": KindMove}[name]
+		return Batch{{Kind: kind, At: at}}, err
+	case "take_screenshot", "open_web_browser":
+		// The browser image has Chromium open from the start.
+		return Batch{{Kind: KindScreenshot}}, nil
+	case "wait":
+		secs, ok, err := g.o.integer("seconds")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			secs = 1
+		}
+		if secs < 0 || secs > 60 {
+			return nil, invalid(g.o.field("seconds"), "%d: wait 0 to 60 seconds", secs)
+		}
+		return Batch{{Kind: KindWait, Duration: time.Duration(secs) * time.Second}}, nil
+	case "wait_5_seconds":
+		return Batch{{Kind: KindWait, Duration: 5 * time.Second}}, nil
+	case "go_back":
+		return Batch{{Kind: KindKey, Chord: "alt+Left"}}, nil
+	case "go_forward":
+		return Batch{{Kind: KindKey, Chord: "alt+Right"}}, nil
+	case "search":
+		return addressBar(searchURL), nil
+	case "navigate":
+		url, err := g.text("url")
+		return addressBar(url), err
+	case "type":
+		text, err := g.text("text")
+		if err != nil {
+			return nil, err
+		}
+		enter, err := g.flag("press_enter", false)
+		b := Batch{{Kind: KindType, Text: text}}
+		if enter {
+			b = append(b, Action{Kind: KindKey, Chord: "Return"})
+		}
+		return b, err
+	case "type_text_at":
+		at, err := g.point("x", "y")
+		if err != nil {
+			return nil, err
+		}
+		text, err := g.text("text")
+		if err != nil {
+			return nil, err
+		}
+		clear, err := g.flag("clear_before_typing", true)
+		if err != nil {
+			return nil, err
+		}
+		enter, err := g.flag("press_enter", true)
+		if err != nil {
+			return nil, err
+		}
+		b := Batch{{Kind: KindClick, At: at}}
+		if clear {
+			b = append(b, Action{Kind: KindKey, Chord: "ctrl+a"}, Action{Kind: KindKey, Chord: "Delete"})
+		}
+		b = append(b, Action{Kind: KindType, Text: text})
+		if enter {
+			b = append(b, Action{Kind: KindKey, Chord: "Return"})
+		}
+		return b, nil
+	case "press_key":
+		key, err := g.text("key")
+		return Batch{{Kind: KindKey, Chord: key}}, err
+	case "key_combination":
+		keys, err := g.text("keys")
+		return Batch{{Kind: KindKey, Chord: keys}}, err
+	case "hotkey":
+		keys, ok, err := g.o.strs("keys")
+		if err == nil && (!ok || len(keys) == 0) {
+			err = invalid(g.o.field("keys"), "required: at least one key")
+		}
+		return Batch{{Kind: KindKey, Chord: strings.Join(keys, "+")}}, err
+	case "key_down", "key_up":
+		return nil, invalid("name", "%s is not supported: a key held across calls has no place in a batch, which ends with every key up; use hotkey or press_key", name)
+	case "drag_and_drop":
+		return g.drag()
+	case "scroll", "scroll_at":
+		return g.scroll(name)
+	case "scroll_document":
+		dir, err := g.text("direction")
+		if err != nil {
+			return nil, err
+		}
+		switch dir {
+		case "up":
+			return Batch{{Kind: KindKey, Chord: "Page_Up"}}, nil
+		case "down":
+			return Batch{{Kind: KindKey, Chord: "Page_Down"}}, nil
+		case "left", "right":
+			dx := -10
+			if dir == "right" {
+				dx = 10
+			}
+			return Batch{{Kind: KindScroll, At: &Point{X: g.space.X / 2, Y: g.space.Y / 2}, DX: dx}}, nil
+		}
+		return nil, invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
+	}
+	return nil, invalid("name", "unknown function %q (known: %s)", name, strings.Join(geminiFunctions(), ", "))
+}
+
+// drag reads the browser's (x, y, destination_x, destination_y) or the
+// desktop's (start_x, start_y, end_x, end_y) arguments.
+func (g geminiArgs) drag() (Batch, error) {
+	from, to := [2]string{"x", "y"}, [2]string{"destination_x", "destination_y"}
+	if _, desktop := g.o.fields["start_x"]; desktop {
+		from, to = [2]string{"start_x", "start_y"}, [2]string{"end_x", "end_y"}
+	}
+	a, err := g.point(from[0], from[1])
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.point(to[0], to[1])
+	if err != nil {
+		return nil, err
+	}
+	return Batch{{Kind: KindDrag, Path: []Point{*a, *b}, Button: ButtonLeft}}, nil
+}
+
+func (g geminiArgs) scroll(name string) (Batch, error) {
+	at, err := g.point("x", "y")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := g.text("direction")
+	if err != nil {
+		return nil, err
+	}
+	axis := g.space.Y
+	if dir == "left" || dir == "right" {
+		axis = g.space.X
+	}
+	notches := 0
+	if clicks, ok, err := g.o.integer("magnitude_in_wheel_clicks"); err != nil {
+		return nil, err
+	} else if ok {
+		notches = clicks
+	} else {
+		key, def := "magnitude", 800
+		if name == "scroll" {
+			key, def = "magnitude_in_pixels", 300
+		}
+		mag, ok, err := g.o.integer(key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			mag = def
+		}
+		if mag < 0 || mag >= GeminiGrid {
+			return nil, invalid(g.o.field(key), "%d is off the 0-999 grid", mag)
+		}
+		notches = pixelsToNotches(mag*axis/GeminiGrid, DefaultPixelsPerNotch)
+	}
+	if notches < 0 || notches > 100 {
+		return nil, invalid(g.o.field("magnitude_in_wheel_clicks"), "%d: scroll 0 to 100 wheel clicks", notches)
+	}
+	a := Action{Kind: KindScroll, At: at}
+	switch dir {
+	case "up":
+		a.DY = -notches
+	case "down":
+		a.DY = notches
+	case "left":
+		a.DX = -notches
+	case "right":
+		a.DX = notches
+	default:
+		return nil, invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
+	}
+	return Batch{a}, nil
+}
+
+// GeminiFunctionResponse is the functionResponse part that answers a call:
+// a JSON response (error, and safety_acknowledgement when the call needed
+// one) and the screenshot as inline data.
+type GeminiFunctionResponse struct {
+	Name     string             `json:"name"`
+	Response map[string]any     `json:"response"`
+	Parts    []GeminiInlinePart `json:"parts,omitempty"`
+}
+
+// GeminiInlinePart is a part carrying inline data.
+type GeminiInlinePart struct {
+	InlineData GeminiBlob `json:"inlineData"`
+}
+
+// GeminiBlob is base64 data with its MIME type (encoding/json encodes the
+// bytes as base64).
+type GeminiBlob struct {
+	MimeType string `json:"mimeType"`
+	Data     []byte `json:"data"`
+}
+
+// GeminiPart is one part of the answer's Content.
+type GeminiPart struct {
+	FunctionResponse GeminiFunctionResponse `json:"functionResponse"`
+}
+
+// GeminiNotExecuted is the error of calls after a failed one in a turn.
+const GeminiNotExecuted = "not executed: an earlier function call in this turn failed"
+
+// GeminiRun runs one translated call and returns its screenshot and
+// failure.
+type GeminiRun func(call GeminiCall) (*Image, error)
+
+// RunGeminiTurn translates and runs a turn's calls in order with run,
+// stopping at the first that fails (to translate, to be confirmed, or to
+// run); each later call answers GeminiNotExecuted. acknowledged says
+// whether a person confirmed the turn's require_confirmation calls.
+func RunGeminiTurn(calls []json.RawMessage, space image.Point, searchURL string, acknowledged bool, run GeminiRun) (parts []GeminiPart, failed int) {
+	failed = -1
+	for i, raw := range calls {
+		name := GeminiName(raw)
+		resp := map[string]any{}
+		if failed >= 0 {
+			resp["error"] = GeminiNotExecuted
+			parts = append(parts, GeminiPart{GeminiFunctionResponse{Name: name, Response: resp}})
+			continue
+		}
+		call, err := DecodeGemini(raw, space, searchURL)
+		if err == nil && call.NeedsConfirmation() {
+			if !acknowledged {
+				err = invalid("args.safety_decision", "require_confirmation: a person must confirm this call (%s); post the turn again with acknowledge_safety=true once they have", call.Safety.Explanation)
+			} else {
+				resp["safety_acknowledgement"] = "true"
+			}
+		}
+		var img *Image
+		if err == nil {
+			img, err = run(call)
+		}
+		fr := GeminiFunctionResponse{Name: name, Response: resp}
+		if err != nil {
+			failed = i
+			resp["error"] = err.Error()
+		} else if img != nil {
+			fr.Parts = []GeminiInlinePart{{InlineData: GeminiBlob{MimeType: img.MediaType, Data: img.Data}}}
+		}
+		parts = append(parts, GeminiPart{fr})
+	}
+	return parts, failed
+}
