@@ -16,7 +16,7 @@ const turnBody = `{"role": "assistant", "content": [
 ]}`
 
 func TestDecodeAnthropicTurn(t *testing.T) {
-	for _, body := range []string{turnBody, turnBody[strings.Index(turnBody, "["):strings.LastIndex(turnBody, "]")+1]} {
+	for _, body := range []string{turnBody, turnBody[strings.Index(turnBody, "[") : strings.LastIndex(turnBody, "]")+1]} {
 		if !IsAnthropicTurn([]byte(body)) {
 			t.Fatalf("not seen as a turn: %.40s", body)
 		}
@@ -38,8 +38,8 @@ func TestDecodeAnthropicTurn(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		`{"content": "text"}`: "content",
-		`[{"type": "text", "text": "no tools"}]`:                                          "no computer tool_use",
+		`{"content": "text"}`:                    "content",
+		`[{"type": "text", "text": "no tools"}]`: "no computer tool_use",
 		`[{"type": "tool_use", "name": "left_click", "input": {"coordinate": [1, 2]}}]`: "content[0].id",
 		`[3]`: "content[0]",
 	} {
