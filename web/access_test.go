@@ -28,6 +28,9 @@ var routeAccess = map[string]access{
 	"GET /desktops/:id":                        public, // the viewer page; it holds no data
 	"GET /static/*file":                        public,
 	"GET /metrics":                             needDaemon,
+	"GET /mcp":                                 needDaemon,
+	"POST /mcp":                                needDaemon,
+	"DELETE /mcp":                              needDaemon,
 	"GET /v1/desktops":                         needView,
 	"POST /v1/desktops":                        needDaemon,
 	"GET /v1/desktops/:id":                     needView,

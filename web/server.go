@@ -62,6 +62,7 @@ func New(cfg Config) *Server {
 	s.token.Store(&cfg.Token)
 	s.engine.Use(s.recoverPanics, s.logRequests)
 	s.engine.GET("/healthz", s.healthz)
+	s.mcpRoutes(s.engine)
 	s.pages(s.engine)
 
 	v1 := s.engine.Group("/v1", s.auth)

@@ -41,6 +41,7 @@ func commands() map[string]command {
 		"snapshot": {"bake, list, verify and remove golden snapshots (snapshot bake|list|verify|rm)", cmdSnapshot},
 		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot|network)", cmdDesktop},
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
+		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},
 		"bench":    {"measure create, screenshot, action, density and fork beside cold boot, full restore and libvirt", cmdBench},
 		"version":  {"print the version", cmdVersion},
 	}
