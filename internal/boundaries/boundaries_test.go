@@ -57,7 +57,9 @@ var rules = []rule{
 	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client", "egress"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
 	{[]string{"vnc", "input", "screenshot", "drive", "egress"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},
 	{[]string{"input", "api"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot") }, "the action vocabulary and the wire types depend on no service", false},
-	{[]string{"agentmcp"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt") }, "the MCP front door drives desktops only through the API's client", false},
+	{[]string{"agentmcp"}, func(p string) bool {
+		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt")
+	}, "the MCP front door drives desktops only through the API's client", false},
 }
 
 // graph maps each package of the module to its non-test imports.
