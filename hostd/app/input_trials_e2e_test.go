@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
@@ -161,6 +164,118 @@ func TestClickThenTypeLandsInChromium(t *testing.T) {
 		}
 	}
 	t.Logf("click, type, click: per action p50 %s, in one batch p50 %s", p50(perAction), p50(oneBatch))
+}
+
+// The same trial through the other front doors: a whole Anthropic toolset
+// turn, Gemini's function calls on its 0-999 grid, and MCP's computer tool
+// through the official Go SDK's client. Ten trials each unless
+// WARMDESK_TRIALS says otherwise: the 50 above already hold the drive
+// service to the bar, and these doors all end in it.
+func TestClickThenTypeThroughEveryFrontDoor(t *testing.T) {
+	s := startStackWith(t, images.FlavorBrowser, 1)
+	img := s.screen(t)
+	field, goButton := startForm(t, img)
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	grid := func(p image.Point) (int, int) { return (p.X*1000 + w - 1) / w, (p.Y*1000 + h - 1) / h }
+	n := 10
+	if os.Getenv("WARMDESK_TRIALS") != "" {
+		n = trials(t)
+	}
+	session, err := mcpSessionFor(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, door := range []string{"anthropic-turn", "gemini", "mcp"} {
+		landed, others := 0, []string{}
+		for i := range n {
+			if err := s.drv.WaitPool(s.ctx(t), s.snap, 1); err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.c.CreateDesktop(s.ctx(t), api.CreateDesktop{Snapshot: s.snap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.c.DeleteDesktop(context.Background(), d.ID) })
+			word := fmt.Sprintf("%s%03d", door[:1], i)
+			switch door {
+			case "anthropic-turn":
+				turn := fmt.Sprintf(`[
+				  {"type": "tool_use", "id": "t1", "name": "left_click", "input": {"coordinate": [%d, %d]}},
+				  {"type": "tool_use", "id": "t2", "name": "type", "input": {"text": %q}},
+				  {"type": "tool_use", "id": "t3", "name": "left_click", "input": {"coordinate": [%d, %d]}}]`, field.X, field.Y, word, goButton.X, goButton.Y)
+				var out api.AnthropicTurnResult
+				if err := s.c.Do(s.ctx(t), http.MethodPost, "/v1/desktops/"+d.ID+"/computer/anthropic", json.RawMessage(turn), &out); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range out.Content {
+					if r.IsError {
+						t.Fatalf("turn: %+v", out.Content)
+					}
+				}
+			case "gemini":
+				fx, fy := grid(field)
+				gx, gy := grid(goButton)
+				calls := fmt.Sprintf(`[
+				  {"name": "type_text_at", "args": {"x": %d, "y": %d, "text": %q, "press_enter": false, "clear_before_typing": false}},
+				  {"name": "click_at", "args": {"x": %d, "y": %d}}]`, fx, fy, word, gx, gy)
+				var out api.GeminiTurnResult
+				if err := s.c.Do(s.ctx(t), http.MethodPost, "/v1/desktops/"+d.ID+"/computer/gemini", json.RawMessage(calls), &out); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range out.Parts {
+					if p.FunctionResponse.Response["error"] != nil {
+						t.Fatalf("gemini: %+v", p.FunctionResponse.Response)
+					}
+				}
+			case "mcp":
+				for _, args := range []map[string]any{
+					{"desktop_id": d.ID, "action": "left_click", "coordinate": []int{field.X, field.Y}},
+					{"desktop_id": d.ID, "action": "type", "text": word},
+					{"desktop_id": d.ID, "action": "left_click", "coordinate": []int{goButton.X, goButton.Y}},
+				} {
+					res, err := session.CallTool(s.ctx(t), &mcp.CallToolParams{Name: "computer", Arguments: args})
+					if err != nil || res.IsError {
+						t.Fatalf("mcp computer %v: %v %+v", args, err, res)
+					}
+				}
+			}
+			if title := s.chromiumTitle(t, d.ID); title == "clicked: "+word {
+				landed++
+			} else {
+				others = append(others, fmt.Sprintf("%q", title))
+			}
+			if err := s.c.DeleteDesktop(s.ctx(t), d.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s: the text landed in %d of %d trials", door, landed, n)
+		if landed != n {
+			t.Errorf("%s: the text landed in %d of %d trials; the others' titles: %s", door, landed, n, strings.Join(others, ", "))
+		}
+	}
+}
+
+// mcpSessionFor opens an MCP session on the stack's /mcp with its token.
+func mcpSessionFor(t *testing.T, s *actionStack) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "warmdesk-e2e", Version: "0"}, nil)
+	cs, err := c.Connect(s.ctx(t), &mcp.StreamableClientTransport{
+		Endpoint: s.c.BaseURL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: tokenTransport(s.c.Token)},
+	}, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+// tokenTransport sets the bearer token on every request.
+type tokenTransport string
+
+func (tok tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(tok))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func p50(d []time.Duration) time.Duration {
