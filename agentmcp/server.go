@@ -377,19 +377,21 @@ type FileContent struct {
 	Base64 string `json:"base64,omitempty"`
 }
 
-// limitWriter keeps the first n bytes and counts the rest.
+// errTooLong stops a read past what read_file returns.
+var errTooLong = errors.New("longer than read_file returns")
+
+// limitWriter keeps up to n bytes and fails past them, which ends the
+// download.
 type limitWriter struct {
-	buf   bytes.Buffer
-	n     int
-	total int64
+	buf bytes.Buffer
+	n   int
 }
 
 func (w *limitWriter) Write(p []byte) (int, error) {
-	w.total += int64(len(p))
-	if room := w.n - w.buf.Len(); room > 0 {
-		w.buf.Write(p[:min(room, len(p))])
+	if w.buf.Len()+len(p) > w.n {
+		return 0, errTooLong
 	}
-	return len(p), nil
+	return w.buf.Write(p)
 }
 
 func (s *session) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileContent, error) {
@@ -401,14 +403,13 @@ func (s *session) readFile(ctx context.Context, req *mcp.CallToolRequest, in Pat
 	if err != nil {
 		return nil, FileContent{}, err
 	}
-	w := &limitWriter{n: maxReadBytes + 1}
-	if _, err := c.ReadFile(ctx, id, in.Path, w); err != nil {
+	w := &limitWriter{n: maxReadBytes}
+	if _, err := c.ReadFile(ctx, id, in.Path, w); errors.Is(err, errTooLong) {
+		return nil, FileContent{}, fmt.Errorf("read %s: more than the %d bytes this tool returns: read a part with exec (head -c, tail -c)", in.Path, maxReadBytes)
+	} else if err != nil {
 		return nil, FileContent{}, apiError("read "+in.Path, err)
 	}
-	if w.total > maxReadBytes {
-		return nil, FileContent{}, fmt.Errorf("read %s: %d bytes, more than the %d this tool returns: read a part with exec (head -c, tail -c)", in.Path, w.total, maxReadBytes)
-	}
-	out := FileContent{Path: in.Path, Size: w.total}
+	out := FileContent{Path: in.Path, Size: int64(w.buf.Len())}
 	if utf8.Valid(w.buf.Bytes()) {
 		out.Text = w.buf.String()
 	} else {

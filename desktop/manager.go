@@ -402,12 +402,17 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 		m.obs.MachineUp(d.ID, mach)
 	}
 	go m.watch(e, mach)
+	// The channel of this machine: a wake while this one's setup runs
+	// makes a new one, which only the woken machine's goroutine closes.
+	e.mu.Lock()
+	ready := e.guestReady
+	e.mu.Unlock()
 	if !personalize {
-		closeOnce(e)
+		closeReady(e, ready)
 		return
 	}
 	go func() {
-		defer closeOnce(e)
+		defer closeReady(e, ready)
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
 		if err := Personalize(ctx, mach.Agent(), d.ID, machineID(d.ID)); err != nil {
@@ -477,13 +482,14 @@ func (m *Manager) halt(e *entry, mach Machine, reason string) {
 	m.publish(EventState, d)
 }
 
-func closeOnce(e *entry) {
+// closeReady closes a guestReady channel of e once.
+func closeReady(e *entry, ready chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	select {
-	case <-e.guestReady:
+	case <-ready:
 	default:
-		close(e.guestReady)
+		close(ready)
 	}
 }
 

@@ -16,7 +16,9 @@ func appScriptPath(i int, a App) string {
 // readiness check passes; past its timeout it says why on the console and
 // exits 1, and the session reports the desktop failed. The check is
 // polled: a window title, a listening port, a file or a command's exit
-// has no event a shell script could wait on, and the deadline bounds it.
+// has no event a shell script could wait on, and the deadline bounds it;
+// each try of a window or command check is cut at 10 s, so one that hangs
+// cannot outlast the deadline by more.
 func appScript(a App) string {
 	out := "/run/app-" + a.Name + ".out"
 	check, what := readyTest(a.Ready)
@@ -44,14 +46,14 @@ say "app %[1]s ready"
 func readyTest(c ReadyCheck) (test, what string) {
 	switch {
 	case c.Window != "":
-		return "xdotool search --onlyvisible --name " + shellQuote(c.Window) + " >/dev/null 2>&1",
+		return "timeout 10 xdotool search --onlyvisible --name " + shellQuote(c.Window) + " >/dev/null 2>&1",
 			"a window titled like " + c.Window
 	case c.Port != 0:
 		return fmt.Sprintf("ss -Hltn 'sport = :%d' | grep -q .", c.Port), fmt.Sprintf("TCP port %d to listen", c.Port)
 	case c.File != "":
 		return "[ -e " + shellQuote(c.File) + " ]", "the file " + c.File
 	default:
-		return "sh -c " + shellQuote(c.Command) + " >/dev/null 2>&1", "the command " + c.Command + " to succeed"
+		return "timeout 10 sh -c " + shellQuote(c.Command) + " >/dev/null 2>&1", "the command " + c.Command + " to succeed"
 	}
 }
 

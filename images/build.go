@@ -61,6 +61,9 @@ func CheckTools() error {
 func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	if opts.Name == "" {
 		opts.Name = r.Flavor
+		if r.Name != "" {
+			opts.Name = r.Name
+		}
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -263,8 +266,11 @@ var unknownPackage = regexp.MustCompile(`E: Unable to locate package (\S+)`)
 // mount mounts inside the image and remembers it, so cleanup unmounts it
 // whatever happens.
 func (b *builder) mount(src, dst, fstype string, flags uintptr) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
+	if st, err := os.Stat(dst); err != nil || st.IsDir() {
+		// A file is bind-mounted onto the file that is there.
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
 	}
 	if err := syscall.Mount(src, dst, fstype, flags, ""); err != nil {
 		return fmt.Errorf("mount %s in the image: %w", filepath.Base(dst), err)

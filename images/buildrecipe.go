@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // copyFiles writes the recipe's files into the image tree. Paths are
@@ -37,8 +38,12 @@ func (b *builder) copyFiles(ctx context.Context) error {
 			continue
 		}
 		// chown inside the tree: the owner's name is the image's user.
+		// chown clears setuid and setgid, so the mode is set again after.
 		if err := b.chroot(ctx, "chown", c.Owner, c.Dst); err != nil {
 			return fmt.Errorf("owner %s of %s: %w", c.Owner, c.Dst, err)
+		}
+		if err := root.Chmod(c.Dst[1:], fs.FileMode(c.Mode&0o777)|setBits(c.Mode)); err != nil {
+			return fmt.Errorf("mode of %s: %w", c.Dst, err)
 		}
 	}
 	return nil
@@ -98,6 +103,14 @@ func (b *builder) buildSteps(ctx context.Context) error {
 	if len(b.r.BuildSteps) == 0 {
 		return nil
 	}
+	// The image's resolv.conf names QEMU's guest DNS (10.0.2.3), which
+	// the build host does not have: a step resolves names as the host
+	// does, through the host's file mounted over it for the steps.
+	resolv := filepath.Join(b.root, "etc", "resolv.conf")
+	if err := b.mount("/etc/resolv.conf", resolv, "", syscall.MS_BIND); err != nil {
+		return err
+	}
+	defer b.unmount(resolv)
 	b.echo = true
 	defer func() { b.echo = false }()
 	return b.withAptMounts(func() error {

@@ -65,6 +65,11 @@ type Recipe struct {
 	// What a recipe file adds to its flavor (docs/RECIPES.md). Every field
 	// is omitted when empty, so the flavors' hashes stay as they were.
 
+	// Name is a recipe image's name. It is part of the hash, so two
+	// recipes never share (and rename) one cached image, nor take a
+	// flavor's.
+	Name string `json:"name,omitempty"`
+
 	// DiskMiB is the least size of the root filesystem.
 	DiskMiB int `json:"disk_mib,omitempty"`
 	// Copies are the files the recipe ships, written after the packages.

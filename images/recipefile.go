@@ -77,7 +77,8 @@ type App struct {
 
 // ReadyCheck says when an app is ready: exactly one field is set.
 type ReadyCheck struct {
-	// Window is a regular expression a visible window's title matches.
+	// Window is a POSIX extended regular expression a visible window's
+	// title matches, ignoring case (xdotool's search).
 	Window string `yaml:"window" json:"window,omitempty"`
 	// Port is a TCP port some program in the guest listens on.
 	Port int `yaml:"port" json:"port,omitempty"`
@@ -321,6 +322,8 @@ func checkFields(rf recipeFile, lines map[string][]int) error {
 		return &RecipeError{Msg: "name is missing: give the image a name, like \"office\""}
 	case !imageName.MatchString(rf.Name):
 		return bad("name", -1, "name %q: use lower-case letters, digits, '.', '_' and '-', up to 63", rf.Name)
+	case rf.Name == FlavorMinimal || rf.Name == FlavorBrowser:
+		return bad("name", -1, "name %q is a flavor's: give the recipe's image a name of its own", rf.Name)
 	case rf.From == "":
 		return &RecipeError{Msg: "from is missing: start from a flavor (minimal, browser) or another recipe file"}
 	case rf.DiskMiB != 0 && (rf.DiskMiB < 2048 || rf.DiskMiB > 256<<10):
@@ -401,7 +404,8 @@ func checkApp(a App) error {
 		return fmt.Errorf("app %s: ready needs exactly one of window (a title pattern), port, file or command", a.Name)
 	}
 	if a.Ready.Window != "" {
-		if _, err := regexp.Compile(a.Ready.Window); err != nil {
+		// xdotool matches with POSIX extended expressions, ignoring case.
+		if _, err := regexp.CompilePOSIX(a.Ready.Window); err != nil {
 			return fmt.Errorf("app %s: ready.window %q: %v", a.Name, a.Ready.Window, err)
 		}
 	}
@@ -443,6 +447,7 @@ func flatten(layers []layer) (Recipe, string, error) {
 	}
 	r.DiskMiB = diskMiB
 	r.Source = top.path
+	r.Name = top.rf.Name
 	seenPkg := map[string]bool{}
 	for _, p := range append(append([]string(nil), r.Packages...), r.AptPackages...) {
 		seenPkg[p] = true

@@ -150,13 +150,20 @@ func TestRecipeHashCoversCopiedContent(t *testing.T) {
 	if c.Hash() != b.Hash() {
 		t.Error("moving the recipe or changing on_create changed the hash")
 	}
+	// The name is part of the hash: a recipe that adds nothing to its
+	// flavor, or two recipes alike but for their names, never share (and
+	// rename) one cached image.
 	flavor, _ := NewRecipe(FlavorMinimal, 0, 0)
 	plain, _, err := LoadRecipe(writeRecipe(t, map[string]string{"p.yaml": "name: p\nfrom: minimal\n"}, "p.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Hash() != flavor.Hash() {
-		t.Error("a recipe that adds nothing hashes unlike its flavor: it would build the same image twice")
+	other, _, err := LoadRecipe(writeRecipe(t, map[string]string{"q.yaml": "name: q\nfrom: minimal\n"}, "q.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Hash() == flavor.Hash() || plain.Hash() == other.Hash() {
+		t.Error("recipes named apart, or a recipe and its flavor, hash alike: they would rename each other's image")
 	}
 }
 
@@ -190,6 +197,7 @@ func TestRecipeErrors(t *testing.T) {
 		{"app name", "name: a\nfrom: minimal\napps:\n  - {name: X/Y, run: x, ready: {file: /f}}\n", nil, "app name \"X/Y\""},
 		{"memory", "name: a\nfrom: minimal\nmemory_mib: 10\n", nil, "line 3: memory_mib 10"},
 		{"disk", "name: a\nfrom: minimal\ndisk_mib: 100\n", nil, "line 3: disk_mib 100"},
+		{"flavor's name", "name: minimal\nfrom: minimal\n", nil, "line 1: name \"minimal\" is a flavor's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"r.yaml": tc.recipe}

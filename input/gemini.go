@@ -464,6 +464,24 @@ type GeminiRun func(call GeminiCall) (*Image, error)
 // whether a person confirmed the turn's require_confirmation calls.
 func RunGeminiTurn(calls []json.RawMessage, space image.Point, searchURL string, acknowledged bool, run GeminiRun) (parts []GeminiPart, failed int) {
 	failed = -1
+	// A turn that needs a person's confirmation runs nothing until it has
+	// it: posted again once confirmed, no call of it runs twice.
+	if !acknowledged {
+		for i, raw := range calls {
+			call, err := DecodeGemini(raw, space, searchURL)
+			if err != nil || !call.NeedsConfirmation() {
+				continue
+			}
+			for j, raw := range calls {
+				msg := "not executed: a call of this turn needs a person's confirmation first"
+				if j == i {
+					msg = invalid("args.safety_decision", "require_confirmation: a person must confirm this call (%s); post the turn again with acknowledge_safety=true once they have; nothing of this turn ran", call.Safety.Explanation).Error()
+				}
+				parts = append(parts, GeminiPart{GeminiFunctionResponse{Name: GeminiName(raw), Response: map[string]any{"error": msg}}})
+			}
+			return parts, i
+		}
+	}
 	for i, raw := range calls {
 		name := GeminiName(raw)
 		resp := map[string]any{}
@@ -474,11 +492,7 @@ func RunGeminiTurn(calls []json.RawMessage, space image.Point, searchURL string,
 		}
 		call, err := DecodeGemini(raw, space, searchURL)
 		if err == nil && call.NeedsConfirmation() {
-			if !acknowledged {
-				err = invalid("args.safety_decision", "require_confirmation: a person must confirm this call (%s); post the turn again with acknowledge_safety=true once they have", call.Safety.Explanation)
-			} else {
-				resp["safety_acknowledgement"] = "true"
-			}
+			resp["safety_acknowledgement"] = "true"
 		}
 		var img *Image
 		if err == nil {

@@ -140,18 +140,28 @@ func TestRunGeminiTurn(t *testing.T) {
 		ran = append(ran, c.Name)
 		return &Image{MediaType: "image/png", Data: []byte("png")}, nil
 	}
+	// Unconfirmed, nothing of the turn runs, so that posting it again
+	// confirmed runs no call twice.
 	parts, failed := RunGeminiTurn(calls, geminiScreen, "", false, run)
-	if failed != 1 || strings.Join(ran, ",") != "click_at" || len(parts) != 3 {
+	if failed != 1 || len(ran) != 0 || len(parts) != 3 {
 		t.Fatalf("failed %d, ran %v, %d parts", failed, ran, len(parts))
-	}
-	if r := parts[0].FunctionResponse; r.Name != "click_at" || len(r.Parts) != 1 || r.Parts[0].InlineData.MimeType != "image/png" || r.Response["error"] != nil {
-		t.Errorf("first %+v", r)
 	}
 	if r := parts[1].FunctionResponse; !strings.Contains(r.Response["error"].(string), "a person must confirm") {
 		t.Errorf("second %+v", r)
 	}
-	if r := parts[2].FunctionResponse; r.Response["error"] != GeminiNotExecuted {
-		t.Errorf("third %+v", r)
+	for _, i := range []int{0, 2} {
+		if e, _ := parts[i].FunctionResponse.Response["error"].(string); !strings.Contains(e, "not executed") {
+			t.Errorf("call %d: %+v", i, parts[i].FunctionResponse)
+		}
+	}
+	// A failure while running stops the rest.
+	stop, _ := DecodeGeminiCalls([]byte(`[{"name": "click_at", "args": {"x": 10, "y": 10}}, {"name": "key_up", "args": {"key": "a"}}, {"name": "go_back"}]`))
+	parts, failed = RunGeminiTurn(stop, geminiScreen, "", false, run)
+	if failed != 1 || strings.Join(ran, ",") != "click_at" || parts[2].FunctionResponse.Response["error"] != GeminiNotExecuted {
+		t.Errorf("failed %d, ran %v, %+v", failed, ran, parts)
+	}
+	if r := parts[0].FunctionResponse; r.Name != "click_at" || len(r.Parts) != 1 || r.Parts[0].InlineData.MimeType != "image/png" || r.Response["error"] != nil {
+		t.Errorf("first %+v", r)
 	}
 	ran = nil
 	parts, failed = RunGeminiTurn(calls, geminiScreen, "", true, run)

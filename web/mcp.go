@@ -3,10 +3,12 @@ package web
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,7 +34,7 @@ func (s *Server) mcpRoutes(e *gin.Engine) {
 		}
 		opts.Client = s.inProcessClient
 		return agentmcp.NewServer(opts)
-	}, &mcp.StreamableHTTPOptions{Logger: s.log})
+	}, &mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: mcpSessionTimeout})
 	serve := func(c *gin.Context) {
 		tok, ok := bearer(c.Request)
 		if ok && !s.validDaemonToken(tok) {
@@ -56,6 +58,10 @@ func (s *Server) mcpRoutes(e *gin.Engine) {
 		e.Handle(m, "/mcp", serve)
 	}
 }
+
+// mcpSessionTimeout ends an MCP session nobody used for this long: a
+// client that crashed never says goodbye.
+const mcpSessionTimeout = 30 * time.Minute
 
 // mcpOptions reads /mcp's query.
 func mcpOptions(r *http.Request) (agentmcp.Options, error) {
@@ -88,11 +94,60 @@ func (s *Server) inProcessClient(req *mcp.CallToolRequest) (*client.Client, erro
 	return c, nil
 }
 
-// handlerTransport answers requests by calling a handler in process.
+// handlerTransport answers requests by calling a handler in process. The
+// answer streams through a pipe, so a reader that stops early (read_file
+// past its limit) stops the handler too, and nothing is held whole.
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
+	pr, pw := io.Pipe()
+	w := &pipeResponse{header: http.Header{}, body: pw, ready: make(chan struct{})}
+	go func() {
+		defer r.Body.Close()
+		defer pw.Close()
+		t.h.ServeHTTP(w, r)
+		w.WriteHeader(http.StatusOK) // a handler that wrote nothing
+	}()
+	select {
+	case <-w.ready:
+	case <-r.Context().Done():
+		pr.CloseWithError(r.Context().Err())
+		return nil, r.Context().Err()
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)), StatusCode: w.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: w.sent, Body: pr, ContentLength: -1, Request: r,
+	}, nil
 }
+
+// pipeResponse is an http.ResponseWriter whose body goes into a pipe; the
+// status and headers are ready once the handler writes its header.
+type pipeResponse struct {
+	header http.Header // the handler's
+	sent   http.Header // as they were at WriteHeader
+	body   *io.PipeWriter
+	status int
+	once   sync.Once
+	ready  chan struct{}
+}
+
+func (w *pipeResponse) Header() http.Header { return w.header }
+
+func (w *pipeResponse) WriteHeader(code int) {
+	w.once.Do(func() {
+		w.status = code
+		w.sent = w.header.Clone()
+		close(w.ready)
+	})
+}
+
+func (w *pipeResponse) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(p)
+}
+
+// Flush is a no-op: every write reaches the reader at once.
+func (w *pipeResponse) Flush() {}

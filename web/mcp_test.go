@@ -166,3 +166,28 @@ func TestMCPOverStreamableHTTP(t *testing.T) {
 		t.Error("the desktop is still there after delete_desktop")
 	}
 }
+
+// read_file stops at its limit without holding the rest: the in-process
+// call streams, and a reader that stops ends it.
+func TestMCPReadFileLimit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := drivetest.NewDesktop(t)
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
+	const daemon = "wd_mcp_limit"
+	hs := httptest.NewServer(web.New(web.Config{Manager: f.Manager, Drive: svc, Token: daemon}).Handler())
+	t.Cleanup(hs.Close)
+	f.Guest.SetFile("/root/big", bytes.Repeat([]byte("x"), 300<<10))
+	f.Guest.SetFile("/root/small", []byte("ok"))
+	cs, err := mcpSession(t, hs.URL+"/mcp", daemon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "read_file", map[string]any{"desktop_id": f.ID, "path": "/root/big"})
+	if !res.IsError || !strings.Contains(text(res), "more than the 262144 bytes") {
+		t.Errorf("a 300 KiB read: %v %.200s", res.IsError, text(res))
+	}
+	if res := callTool(t, cs, "read_file", map[string]any{"path": "/root/small"}); res.IsError || !strings.Contains(text(res), `"text":"ok"`) {
+		t.Errorf("a small read after: %s", text(res))
+	}
+}

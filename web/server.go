@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +46,10 @@ type Server struct {
 	views   *viewTokens
 	viewers viewerCount
 	token   atomic.Pointer[string] // the daemon's token, swapped by a rotation
-	vnc     vnc.ProxyStats
-	tcp     tcpListeners
+	// rotating serialises rotations of the daemon's token.
+	rotating sync.Mutex
+	vnc      vnc.ProxyStats
+	tcp      tcpListeners
 }
 
 // New builds the routes.

@@ -196,12 +196,18 @@ func (s *Server) rotateToken(c *gin.Context) {
 		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token (no token file)", "")
 		return
 	}
+	// One rotation at a time: the token kept in the file and the one this
+	// server checks must be the same.
+	s.rotating.Lock()
 	tok, err := s.cfg.RotateToken()
+	if err == nil {
+		s.token.Store(&tok)
+	}
+	s.rotating.Unlock()
 	if err != nil {
 		fail(c, fmt.Errorf("rotate the daemon's token: %w", err))
 		return
 	}
-	s.token.Store(&tok)
 	s.log.Warn("the daemon's API token was rotated; the old one no longer works")
 	c.JSON(http.StatusOK, api.RotatedToken{Token: tok})
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -247,16 +248,24 @@ func added(a, b []string) []string {
 
 // writeFileWhole replaces path (mode 0600) so that a reader sees either
 // the old content or all of the new, never a part.
+// Each writer has a temporary file of its own, so two at once (token
+// rotations) cannot rename each other's half-written file.
 func writeFileWhole(path string, b []byte) error {
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-")
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return nil
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // freeBytes is the space an unprivileged writer may still use on the

@@ -82,6 +82,10 @@ func imageBuild(ctx context.Context, e *env, args []string) error {
 		if *name == "" {
 			*name = recipeName
 		}
+		if *name == images.FlavorMinimal || *name == images.FlavorBrowser {
+			return usagef("--name %s is a flavor's: give the recipe's image a name of its own", *name)
+		}
+		r.Name = *name
 	} else if r, err = images.NewRecipe(*flavor, *width, *height); err != nil {
 		return usagef("%v", err)
 	}

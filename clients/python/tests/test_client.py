@@ -68,6 +68,9 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(results[1]["is_error"])
         self.assertIn("coordinate", results[1]["content"][0]["text"])
         self.assertEqual(results[2]["content"][0]["text"], "Not executed: an earlier computer action in this turn failed.")
+        # The whole message answers the same.
+        again = self.desk.anthropic(turn, display=(1280, 800))
+        self.assertEqual([r["tool_use_id"] for r in again], ["toolu_01", "toolu_02", "toolu_03"])
 
     def test_openai(self):
         out = self.desk.openai({"type": "computer_call", "call_id": "call_1",

@@ -116,15 +116,17 @@ class Desktop:
 
     def anthropic(self, calls: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]],
                   display: Display = None) -> Union[dict, list]:
-        """Run what Claude asked for. A list of content blocks (a whole
-        assistant turn of the computer toolset) runs in order, stopping at
-        the first failure, and returns the tool_result blocks for the next
-        user message; a single input or tool_use block returns its
+        """Run what Claude asked for. A list of content blocks, or the whole
+        assistant message (a turn of the computer toolset), runs in order,
+        stopping at the first failure, and returns the tool_result blocks
+        for the next user message; a single input or tool_use block returns its
         tool_result (raising WarmdeskError, whose body holds the is_error
         tool_result, when it fails)."""
         path = self._path("/computer/anthropic") + _display_query(display, "display_width_px", "display_height_px")
         if isinstance(calls, Mapping):
-            return self.client._call("POST", path, calls)
+            out = self.client._call("POST", path, calls)
+            # A whole assistant message answers the next user message.
+            return out["content"] if out.get("role") == "user" else out
         return self.client._call("POST", path, list(calls))["content"]
 
     def openai(self, computer_call: Mapping[str, Any], display: Display = None,
