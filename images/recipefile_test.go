@@ -250,7 +250,7 @@ func TestAppScriptsGolden(t *testing.T) {
 }
 
 func TestExampleRecipesLoad(t *testing.T) {
-	paths, _ := filepath.Glob("../examples/recipes/*/*.yaml")
+	paths, _ := filepath.Glob("../examples/recipes/*.yaml")
 	if len(paths) < 3 {
 		t.Fatalf("examples: %v", paths)
 	}
