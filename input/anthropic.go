@@ -254,20 +254,11 @@ func anthropicScroll(o object, at *Point, mods func() ([]string, error)) (Batch,
 	if err != nil {
 		return nil, err
 	}
-	a := Action{Kind: KindScroll, At: at, Modifiers: m}
-	switch dir {
-	case "up":
-		a.DY = -amount
-	case "down":
-		a.DY = amount
-	case "left":
-		a.DX = -amount
-	case "right":
-		a.DX = amount
-	default:
+	dx, dy, ok := scrollToward(dir, amount)
+	if !ok {
 		return nil, invalid("scroll_direction", "must be up, down, left or right, got %q", dir)
 	}
-	return Batch{a}, nil
+	return Batch{{Kind: KindScroll, At: at, Modifiers: m, DX: dx, DY: dy}}, nil
 }
 
 func anthropicPoint(o object, key string) (*Point, error) {
@@ -384,4 +375,21 @@ func anthropicErrorText(err error) string {
 		return ve.Reason
 	}
 	return field + ": " + ve.Reason
+}
+
+// scrollToward turns a direction and a distance in wheel notches into a
+// scroll's DX and DY; ok is false for a direction that is not up, down,
+// left or right.
+func scrollToward(dir string, n int) (dx, dy int, ok bool) {
+	switch dir {
+	case "up":
+		return 0, -n, true
+	case "down":
+		return 0, n, true
+	case "left":
+		return -n, 0, true
+	case "right":
+		return n, 0, true
+	}
+	return 0, 0, false
 }

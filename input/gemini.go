@@ -409,20 +409,11 @@ func (g geminiArgs) scroll(name string) (Batch, error) {
 	if notches < 0 || notches > 100 {
 		return nil, invalid(g.o.field("magnitude_in_wheel_clicks"), "%d: scroll 0 to 100 wheel clicks", notches)
 	}
-	a := Action{Kind: KindScroll, At: at}
-	switch dir {
-	case "up":
-		a.DY = -notches
-	case "down":
-		a.DY = notches
-	case "left":
-		a.DX = -notches
-	case "right":
-		a.DX = notches
-	default:
+	dx, dy, ok := scrollToward(dir, notches)
+	if !ok {
 		return nil, invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
 	}
-	return Batch{a}, nil
+	return Batch{{Kind: KindScroll, At: at, DX: dx, DY: dy}}, nil
 }
 
 // GeminiFunctionResponse is the functionResponse part that answers a call:
