@@ -50,6 +50,8 @@ type CreateDesktop struct {
 	CPUs      int              `json:"cpus,omitempty"`
 	MemoryMiB int              `json:"memory_mib,omitempty"`
 	DiskMiB   int              `json:"disk_mib,omitempty"`
+	// Volumes are attached and mounted before the create returns.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Desktop is a desktop as the API shows it.
@@ -74,6 +76,8 @@ type Desktop struct {
 	// Setup is how the snapshot's on_create commands went in this
 	// desktop, when its snapshot has any.
 	Setup *Setup `json:"setup,omitempty"`
+	// Volumes are the volumes it holds, mounted in its guest.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Setup is the outcome of a desktop's on_create commands: state is
@@ -186,4 +190,52 @@ type ErrorBody struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	State   string `json:"state,omitempty"`
+}
+
+// VolumeMount is a volume on a desktop: where the guest mounts it, and
+// "rw" (the default; one desktop at a time) or "ro" (any number).
+type VolumeMount struct {
+	Name  string `json:"name"`
+	Mount string `json:"mount"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// CreateVolume asks for a blank volume of size_mib, or one that starts
+// from the volume snapshot from.
+type CreateVolume struct {
+	Name    string `json:"name"`
+	SizeMiB int    `json:"size_mib,omitempty"`
+	From    string `json:"from,omitempty"`
+}
+
+// Volume is a volume as the API shows it.
+type Volume struct {
+	Name    string `json:"name"`
+	SizeMiB int    `json:"size_mib"`
+	// AllocatedBytes is what its own top layer takes on the host's disk.
+	AllocatedBytes int64     `json:"allocated_bytes"`
+	CreatedAt      time.Time `json:"created_at"`
+	// Snapshot: a frozen volume, read-only, that volumes start from.
+	Snapshot bool   `json:"snapshot,omitempty"`
+	From     string `json:"from,omitempty"`
+	Layers   int    `json:"layers"`
+	Damaged  string `json:"damaged,omitempty"`
+	// AttachedTo are the desktops holding it, each with its mode.
+	AttachedTo []VolumeHolder `json:"attached_to"`
+}
+
+// VolumeHolder is a desktop holding a volume.
+type VolumeHolder struct {
+	Desktop string `json:"desktop"`
+	Mode    string `json:"mode"`
+}
+
+// VolumeList is GET /v1/volumes.
+type VolumeList struct {
+	Volumes []Volume `json:"volumes"`
+}
+
+// FreezeVolume names a volume snapshot.
+type FreezeVolume struct {
+	Name string `json:"name"`
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/netpolicy"
+	"github.com/warmdesk/warmdesk/volume"
 )
 
 // State is where a desktop is in its life.
@@ -111,6 +112,8 @@ type Desktop struct {
 	// Setup is how its snapshot's on_create commands went, when it has
 	// any.
 	Setup *Setup `json:"setup,omitempty"`
+	// Volumes are the volumes it holds, mounted in its guest.
+	Volumes []volume.Mount `json:"volumes,omitempty"`
 }
 
 // Setup states.

@@ -203,3 +203,22 @@ type InputEvent struct {
 	Down   bool
 	X, Y   int
 }
+
+// VolumeDisk is a volume as a machine holds it: the qcow2 layers of its
+// disk, base first, in one of the machine's hot-plug slots.
+type VolumeDisk struct {
+	Slot int `json:"slot"`
+	// Serial is the disk's serial, how the guest finds it.
+	Serial   string   `json:"serial"`
+	Layers   []string `json:"layers"`
+	ReadOnly bool     `json:"read_only,omitempty"`
+}
+
+// VolumeMachine is a Machine that takes volumes while it runs. A machine
+// keeps its volumes in its record, so a wake brings them back.
+type VolumeMachine interface {
+	// AttachVolume hot-plugs a volume's disk; the guest mounts it.
+	AttachVolume(ctx context.Context, v VolumeDisk) error
+	// DetachVolume unplugs a slot's disk once the guest let it go.
+	DetachVolume(ctx context.Context, slot int) error
+}

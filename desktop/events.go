@@ -22,6 +22,8 @@ const (
 	// EventSetup: the snapshot's on_create commands finished or failed
 	// (Summary says which).
 	EventSetup EventType = "desktop.setup"
+	// EventVolumes: a volume was attached or detached.
+	EventVolumes EventType = "desktop.volumes"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.

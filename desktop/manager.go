@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/netpolicy"
+	"github.com/warmdesk/warmdesk/volume"
 )
 
 // Store keeps the Manager's records of desktops so that they survive a
@@ -105,8 +106,12 @@ type Manager struct {
 	desktops map[string]*entry
 	held     map[string]int // snapshots a fork in flight holds
 	reserved int            // memory MiB of creates in flight
-	pending  int            // creates in flight
-	ttlKick  chan struct{}
+	// vols is the volume registry; claims are the holds of attaches and
+	// archives in flight, by volume, beside the desktops' records.
+	vols    *volume.Registry
+	claims  map[string][]volume.Holder
+	pending int // creates in flight
+	ttlKick chan struct{}
 }
 
 // entry is one desktop: its record, its machine while live, and a lock that
@@ -144,6 +149,8 @@ type Config struct {
 	// FreeSpace reports the bytes free on the disk of the state directory
 	// (records, snapshots, desktops' disks); nil: not checked.
 	FreeSpace func() (uint64, error)
+	// Volumes keeps the host's volumes; nil: volumes are refused.
+	Volumes *volume.Registry
 }
 
 // NewManager returns a Manager. Call Recover before serving, and Run for
@@ -157,6 +164,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	}
 	return &Manager{
 		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer, freeSpace: c.FreeSpace,
+		vols: c.Volumes, claims: map[string][]volume.Holder{},
 		events: newBroker(), now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
@@ -191,6 +199,8 @@ type CreateRequest struct {
 	CPUs      int `json:"cpus,omitempty"`
 	MemoryMiB int `json:"memory_mib,omitempty"`
 	DiskMiB   int `json:"disk_mib,omitempty"`
+	// Volumes are attached and mounted before the create returns.
+	Volumes []volume.Mount `json:"volumes,omitempty"`
 }
 
 func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
@@ -329,6 +339,15 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		onCreate = snap.Manifest.OnCreate
 		d.Setup = &Setup{State: SetupRunning, Commands: len(onCreate)}
 	}
+	mounts, err := m.checkCreateVolumes(req.Volumes)
+	if err != nil {
+		return Desktop{}, err
+	}
+	releaseVolumes, err := m.claimVolumes(id, mounts)
+	if err != nil {
+		return Desktop{}, err
+	}
+	defer releaseVolumes()
 	// The record exists before the machine, so a crash in between leaves
 	// something recovery can clean up.
 	if err := m.store.PutDesktop(d); err != nil {
@@ -366,9 +385,38 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
 	m.machineUp(e, mach, true)
+	for _, v := range mounts {
+		if err := m.attachLocked(ctx, e, v); err != nil {
+			m.abandon(e, mach)
+			return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
+		}
+	}
+	d = e.snapshot()
 	m.publish(EventCreated, d)
 	m.kickTTL()
 	return d, nil
+}
+
+// abandon ends a desktop whose create failed after its machine came up,
+// under the op lock its create holds.
+func (m *Manager) abandon(e *entry, mach Machine) {
+	e.mu.Lock()
+	e.expectExit = true
+	id := e.d.ID
+	e.mu.Unlock()
+	if m.obs != nil {
+		m.obs.MachineDown(id)
+	}
+	ctx, cancel := context.WithTimeout(m.base, time.Minute)
+	defer cancel()
+	if err := mach.Destroy(ctx); err != nil {
+		m.log.Warn("end a desktop whose create failed", "desktop", id, "err", err)
+	}
+	m.forget(id)
+	m.store.DeleteDesktop(id)
+	if m.obs != nil {
+		m.obs.Forget(id)
+	}
 }
 
 // lineage lists a snapshot and every snapshot under it (its disk's parents).
@@ -841,10 +889,12 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: desktop %q", ErrNotFound, id)
 	}
 	mach := e.m
+	before := e.d
 	e.expectExit = true
 	e.d.State = StateStopping
 	d := e.d
 	e.mu.Unlock()
+	m.releaseVolumes(m.base, before, mach)
 	m.store.PutDesktop(d)
 	m.publish(EventState, d)
 	if m.obs != nil && mach != nil {

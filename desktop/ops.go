@@ -30,6 +30,13 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	if !d.State.Live() || mach == nil {
 		return Snapshot{}, &TransitionError{ID: d.ID, From: d.State, Action: "snapshot"}
 	}
+	action := "snapshot"
+	if ephemeral {
+		action = "fork"
+	}
+	if err := refuseWithVolumes(d, action); err != nil {
+		return Snapshot{}, err
+	}
 	parent, err := m.catalog.Get(d.Snapshot)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: its snapshot %s: %w", d.ID, d.Snapshot, err)

@@ -65,6 +65,9 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 		v.Setup = &api.Setup{State: st.State, Commands: st.Commands, Failed: st.Failed, Command: st.Command,
 			ExitCode: st.ExitCode, Error: st.Error, Output: st.Output, Seconds: st.Seconds}
 	}
+	for _, m := range d.Volumes {
+		v.Volumes = append(v.Volumes, api.VolumeMount{Name: m.Name, Mount: m.Mount, Mode: string(m.Mode)})
+	}
 	if snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot); err == nil {
 		v.Screen = &api.Screen{Width: snap.Manifest.Machine.Width, Height: snap.Manifest.Machine.Height}
 	}
@@ -90,7 +93,7 @@ func (s *Server) createDesktop(c *gin.Context) {
 	start := time.Now()
 	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
 		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
-		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Volumes: mounts(req.Volumes),
 	})
 	if err != nil {
 		fail(c, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/volume"
 )
 
 // statusOf maps a domain error to an HTTP status and a stable code. This is
@@ -17,14 +18,16 @@ func statusOf(err error) (int, string) {
 	switch {
 	case errors.As(err, &te):
 		return http.StatusConflict, "illegal_state"
-	case errors.Is(err, desktop.ErrNotFound):
+	case errors.Is(err, desktop.ErrNotFound), errors.Is(err, volume.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, desktop.ErrInvalid):
+	case errors.Is(err, desktop.ErrInvalid), errors.Is(err, volume.ErrInvalid):
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, desktop.ErrControlled):
 		return http.StatusConflict, "person_in_control"
-	case errors.Is(err, desktop.ErrConflict):
+	case errors.Is(err, desktop.ErrConflict), errors.Is(err, volume.ErrConflict):
 		return http.StatusConflict, "conflict"
+	case errors.Is(err, volume.ErrDamaged):
+		return http.StatusConflict, "volume_damaged"
 	case errors.Is(err, desktop.ErrCapacity):
 		return http.StatusTooManyRequests, "over_capacity"
 	case errors.Is(err, desktop.ErrNoSpace):

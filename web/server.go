@@ -89,6 +89,7 @@ func New(cfg Config) *Server {
 	v1.GET("/events", need(needView), s.eventStream) // a per-desktop token sees its own
 	s.actionRoutes(v1)
 	s.networkRoutes(v1)
+	s.volumeRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s

@@ -22,6 +22,9 @@ type Config struct {
 	Console   string // unix socket path the serial console is served on
 	// NIC is the unix socket path QEMU serves the NIC's frames on.
 	NIC string
+	// Volumes are hot-plugged volumes a restored state holds (a wake), with
+	// each one's layer descriptors in the child.
+	Volumes []VolumeFDs
 	// Incoming starts QEMU waiting for migrate-incoming.
 	Incoming bool
 	// Sandbox turns on QEMU's seccomp sandbox with every deny option.
@@ -30,6 +33,13 @@ type Config struct {
 	// on its command line, before it runs the guest or reads a migration
 	// stream (-runas).
 	RunAs *qemuvm.Owner
+}
+
+// VolumeFDs is a volume and the descriptor numbers its layers have in
+// QEMU.
+type VolumeFDs struct {
+	Disk desktop.VolumeDisk
+	FDs  []int
 }
 
 // Argv builds QEMU's command line (without the binary). It is a pure
@@ -66,6 +76,9 @@ func Argv(c Config) []string {
 	)
 	for _, d := range s.Devices {
 		a = append(a, "-device", d)
+	}
+	for _, v := range c.Volumes {
+		a = append(a, qemuvm.VolumeArgs(v.Disk, v.FDs)...)
 	}
 	a = append(a,
 		"-chardev", "socket,id="+qemuvm.MonitorCharID+",fd="+strconv.Itoa(c.MonitorFD)+",server=on,wait=off",

@@ -196,8 +196,16 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 	}
 	j.stamp(&rec)
 	cfg.RunAs = j.owner
-	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), append([]*os.File{listener}, j.inherited()...), rec.Path("qemu.log"), j.exit)
+	extra := append([]*os.File{listener}, j.inherited()...)
+	volFiles, err := volumeFiles(rec.Volumes, &cfg, &extra)
+	if err != nil {
+		listener.Close()
+		j.exit()
+		return nil, err
+	}
+	proc, err := spawnProcess(d.opts.Binary, Argv(cfg), extra, rec.Path("qemu.log"), j.exit)
 	listener.Close()
+	closeAll(volFiles)
 	if err != nil {
 		j.exit()
 		return nil, err

@@ -46,6 +46,9 @@ type record struct {
 	DiskMiB int `json:"disk_mib,omitempty"`
 	// UID is the user (and group) id QEMU runs as; 0 when unconfined.
 	UID uint32 `json:"uid,omitempty"`
+	// Volumes are the volumes hot-plugged into the machine; a wake puts
+	// them back on its command line, where the saved state expects them.
+	Volumes []desktop.VolumeDisk `json:"volumes,omitempty"`
 	// Cgroup are the directories of the machine's cgroup (one per v1
 	// hierarchy, or one v2 group); empty when it has none.
 	Cgroup []string `json:"cgroup,omitempty"`

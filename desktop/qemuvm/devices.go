@@ -32,11 +32,12 @@ const (
 // the USB controller late, folds a move into an unread press, and in CI
 // once in about a hundred restores stopped reading it altogether), the guest agent on virtio-serial, the disk, a NIC whose
 // backend decides whether there is any network, a serial console, and
-// vmgenid so every clone reseeds its RNG. PCI addresses are explicit so
+// vmgenid so every clone reseeds its RNG, and the empty root ports volumes are
+// hot-plugged into. PCI addresses are explicit so
 // that every driver builds the same machine; snapshot manifests record
 // this list.
 func DeviceArgs(width, height int) []string {
-	return []string{
+	return append([]string{
 		fmt.Sprintf("VGA,id=video0,vgamem_mb=16,xres=%d,yres=%d,bus=pcie.0,addr=0x1", width, height),
 		"virtio-tablet-pci,id=input0,bus=pcie.0,addr=0x2",
 		"virtio-serial-pci,id=virtio-serial0,bus=pcie.0,addr=0x3",
@@ -45,7 +46,7 @@ func DeviceArgs(width, height int) []string {
 		"virtio-net-pci,id=net0,netdev=" + NetdevID + ",mac=" + GuestMAC + ",bus=pcie.0,addr=0x5",
 		"isa-serial,id=serial0,chardev=" + SerialCharID,
 		"vmgenid,id=vmgenid0",
-	}
+	}, volumeRootPorts()...)
 }
 
 // BakeShape is the machine a bake of spec boots on a host of shape host:

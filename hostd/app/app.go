@@ -28,6 +28,7 @@ import (
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
+	"github.com/warmdesk/warmdesk/volume"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -42,6 +43,7 @@ type App struct {
 	Mirrors *drive.Mirrors
 	// Networks are the guests' egress networks.
 	Networks *egress.Set
+	Volumes  *volume.Registry
 	Drive    *drive.Service
 	Web      *web.Server
 	Token    string
@@ -72,6 +74,10 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
+	if a.Volumes, err = openVolumes(cfg, a.Store, log); err != nil {
+		a.Close()
+		return nil, err
+	}
 	metrics := web.NewMetrics(nil)
 	a.Networks = egress.NewSet(egress.SetConfig{
 		Policy: func(id string) (netpolicy.Policy, error) {
@@ -86,12 +92,14 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
 		Observer:  desktop.Observers{a.Mirrors, a.Networks},
 		FreeSpace: func() (uint64, error) { return freeBytes(cfg.StateDir) },
+		Volumes:   a.Volumes,
 	})
 	metrics.Watch(a.Manager)
 	if err := a.Manager.Recover(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
+	checkVolumes(ctx, a.Manager, log)
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics,
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },

@@ -40,6 +40,7 @@ func commands() map[string]command {
 		"image":    {"build, list and remove guest images (image build|list|rm|prune)", cmdImage},
 		"snapshot": {"bake, list, verify and remove golden snapshots (snapshot bake|list|verify|rm)", cmdSnapshot},
 		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot|network)", cmdDesktop},
+		"volume":   {"manage workspaces that outlive desktops (volume create|list|rm|snapshot|attach|detach|export|import)", cmdVolume},
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
 		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},
 		"bench":    {"measure create, screenshot, action, density and fork beside cold boot, full restore and libvirt", cmdBench},

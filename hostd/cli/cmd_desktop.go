@@ -33,7 +33,12 @@ func cmdDesktop(ctx context.Context, e *env, args []string) error {
 
 // connect parses the common flags and returns a client for the daemon.
 func connect(e *env, name string, args []string, extra func(*flagSet)) ([]string, *client.Client, error) {
-	fs := flags(e, "desktop "+name)
+	return connectAs(e, "desktop "+name, args, extra)
+}
+
+// connectAs is connect for a command of another group (volume create).
+func connectAs(e *env, command string, args []string, extra func(*flagSet)) ([]string, *client.Client, error) {
+	fs := flags(e, command)
 	paths := config.DefaultPaths()
 	paths.Register(fs)
 	if extra != nil {

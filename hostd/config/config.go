@@ -55,6 +55,7 @@ func (p Paths) Desktops() string    { return filepath.Join(p.StateDir, "desktops
 func (p Paths) Records() string     { return filepath.Join(p.StateDir, "records.db") }
 func (p Paths) TokenFile() string   { return filepath.Join(p.StateDir, "token") }
 func (p Paths) AddressFile() string { return filepath.Join(p.StateDir, "address") }
+func (p Paths) Volumes() string     { return filepath.Join(p.StateDir, "volumes") }
 
 // MakeStateDirs makes the state, snapshot, desktop and run directories
 // (0700) and lets other users through the state directory (0711):

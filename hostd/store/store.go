@@ -1,5 +1,5 @@
 // Package store keeps hostd's records (desktops) in an embedded bbolt
-// database, one JSON value per desktop, so that a restarted hostd finds
+// database, one JSON value per desktop and per volume, so that a restarted hostd finds
 // every desktop again.
 package store
 
@@ -12,16 +12,23 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/volume"
 )
 
-var desktopsBucket = []byte("desktops")
+var (
+	desktopsBucket = []byte("desktops")
+	volumesBucket  = []byte("volumes")
+)
 
 // Store is a bbolt database file.
 type Store struct {
 	db *bolt.DB
 }
 
-var _ desktop.Store = (*Store)(nil)
+var (
+	_ desktop.Store = (*Store)(nil)
+	_ volume.Store  = (*Store)(nil)
+)
 
 // ErrLocked is returned when another hostd holds the database.
 var ErrLocked = errors.New("the records store is in use by another hostd")
@@ -37,7 +44,10 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(desktopsBucket)
+		if _, err := tx.CreateBucketIfNotExists(desktopsBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(volumesBucket)
 		return err
 	})
 	if err != nil {
@@ -81,5 +91,39 @@ func (s *Store) PutDesktop(d desktop.Desktop) error {
 func (s *Store) DeleteDesktop(id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(desktopsBucket).Delete([]byte(id))
+	})
+}
+
+// LoadVolumes returns every volume record.
+func (s *Store) LoadVolumes() ([]volume.Volume, error) {
+	var out []volume.Volume
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(volumesBucket).ForEach(func(k, v []byte) error {
+			var vol volume.Volume
+			if err := json.Unmarshal(v, &vol); err != nil {
+				return fmt.Errorf("volume record %s: %w", k, err)
+			}
+			out = append(out, vol)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// PutVolume writes a volume record.
+func (s *Store) PutVolume(v volume.Volume) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(volumesBucket).Put([]byte(v.Name), b)
+	})
+}
+
+// DeleteVolume removes a volume record.
+func (s *Store) DeleteVolume(name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(volumesBucket).Delete([]byte(name))
 	})
 }

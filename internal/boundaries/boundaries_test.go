@@ -45,15 +45,18 @@ func stdlib(path string) bool {
 }
 
 var rules = []rule{
-	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) && p != module+"/netpolicy" }, "the domain imports only the standard library and the policy it records", true},
+	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) && p != module+"/netpolicy" && p != module+"/volume" }, "the domain imports only the standard library, the policy it records and the volumes it mounts", true},
 	{[]string{"netpolicy"}, func(p string) bool { return !stdlib(p) }, "the egress policy is pure: standard library only", true},
+	{[]string{"volume"}, func(p string) bool { return !stdlib(p) }, "volumes know nothing of desktops or drivers: standard library only", true},
 	{[]string{"desktop/confine"}, func(p string) bool { return !stdlib(p) }, "user ids and cgroups know nothing of QEMU or the domain: standard library only", true},
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
 	{[]string{"desktop/qemuvm"}, func(p string) bool {
-		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
+		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
 	}, "the shared QEMU facts belong to no driver: they import only desktop, the standard library and x/sys", false},
-	{[]string{"desktop/desktoptest"}, func(p string) bool { return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" }, "the fake driver and the conformance suite rest on the domain alone", false},
+	{[]string{"desktop/desktoptest"}, func(p string) bool {
+		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume"
+	}, "the fake driver and the conformance suite rest on the domain alone", false},
 	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client", "egress"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
 	{[]string{"vnc", "input", "screenshot", "drive", "egress"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},
 	{[]string{"input", "api"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot") }, "the action vocabulary and the wire types depend on no service", false},

@@ -1,0 +1,166 @@
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
+)
+
+var _ desktop.VolumeMachine = (*Machine)(nil)
+
+// openVolume opens a volume's layers as QEMU gets them: every layer
+// read-only but the top of a read-write volume.
+func openVolume(v desktop.VolumeDisk) ([]*os.File, error) {
+	var files []*os.File
+	for i, p := range v.Layers {
+		flag := os.O_RDONLY
+		if i == len(v.Layers)-1 && !v.ReadOnly {
+			flag = os.O_RDWR
+		}
+		f, err := os.OpenFile(p, flag, 0)
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("volume layer: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// AttachVolume hands QEMU the volume's file descriptors, adds its nodes
+// and hot-plugs its disk into the slot's root port. On failure the
+// machine is left as it was.
+func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error {
+	if err := qemuvm.CheckVolumeDisk(v); err != nil {
+		return err
+	}
+	for _, have := range m.record().Volumes {
+		if have.Slot == v.Slot {
+			return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, v.Slot)
+		}
+	}
+	files, err := openVolume(v)
+	if err != nil {
+		return err
+	}
+	defer closeAll(files) // QEMU keeps its own copies
+	var undo []func(context.Context)
+	rollback := func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](uctx)
+		}
+	}
+	for i, f := range files {
+		set := qemuvm.VolumeFDSet(v.Slot, i)
+		if err := m.qmp.ExecuteWithFD(ctx, "add-fd", map[string]any{"fdset-id": set}, int(f.Fd()), nil); err != nil {
+			rollback()
+			return fmt.Errorf("volume: add-fd: %w", err)
+		}
+		undo = append(undo, func(c context.Context) { m.qmp.Execute(c, "remove-fd", map[string]any{"fdset-id": set}, nil) })
+	}
+	for i := range v.Layers {
+		if err := m.qmp.Execute(ctx, "blockdev-add", qemuvm.VolumeBlockdev(v, i), nil); err != nil {
+			rollback()
+			return fmt.Errorf("volume: open layer %d: %w", i, err)
+		}
+		node := qemuvm.VolumeNode(v.Slot, i)
+		undo = append(undo, func(c context.Context) { m.qmp.Execute(c, "blockdev-del", map[string]any{"node-name": node}, nil) })
+	}
+	if err := m.qmp.Execute(ctx, "device_add", qemuvm.VolumeDevice(v), nil); err != nil {
+		rollback()
+		return fmt.Errorf("volume: hot-plug: %w", err)
+	}
+	m.mu.Lock()
+	m.rec.Volumes = append(m.rec.Volumes, v)
+	m.mu.Unlock()
+	return nil
+}
+
+// unplugTimeout bounds the guest's answer to an unplug: the guest's ACPI
+// code ejects the device, and QEMU reports it gone.
+const unplugTimeout = 20 * time.Second
+
+// DetachVolume unplugs a slot's disk, waits until the guest has let it go,
+// then closes its nodes and descriptors.
+func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
+	rec := m.record()
+	i := slices.IndexFunc(rec.Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+	if i < 0 {
+		return fmt.Errorf("%w: volume slot %d holds nothing", desktop.ErrNotFound, slot)
+	}
+	v := rec.Volumes[i]
+	sub := m.qmp.Subscribe()
+	defer sub.Close()
+	id := qemuvm.VolumeDeviceID(slot)
+	err := m.qmp.Execute(ctx, "device_del", map[string]any{"id": id}, nil)
+	var qe *qmp.Error
+	gone := errors.As(err, &qe) && qe.Class == "DeviceNotFound"
+	if err != nil && !gone {
+		return fmt.Errorf("volume: unplug: %w", err)
+	}
+	if !gone {
+		wctx, cancel := context.WithTimeout(ctx, unplugTimeout)
+		_, err = sub.Wait(wctx, "DEVICE_DELETED", func(ev qmp.Event) bool {
+			var d struct {
+				Device string `json:"device"`
+			}
+			return json.Unmarshal(ev.Data, &d) == nil && d.Device == id
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: volume: the guest did not release the disk: %w", desktop.ErrUnavailable, err)
+		}
+	}
+	var errs []error
+	for l := len(v.Layers) - 1; l >= 0; l-- {
+		if err := m.qmp.Execute(ctx, "blockdev-del", map[string]any{"node-name": qemuvm.VolumeNode(slot, l)}, nil); err != nil {
+			errs = append(errs, err)
+		}
+		m.qmp.Execute(ctx, "remove-fd", map[string]any{"fdset-id": qemuvm.VolumeFDSet(slot, l)}, nil)
+	}
+	m.mu.Lock()
+	m.rec.Volumes = slices.DeleteFunc(m.rec.Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+	m.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("volume: close its nodes: %w", err)
+	}
+	return nil
+}
+
+// volumeFiles opens the layers of the volumes a machine starts with (a
+// wake) and appends them to the child's inherited files, telling cfg each
+// layer's descriptor number there (ExtraFiles start at 3).
+func volumeFiles(vols []desktop.VolumeDisk, cfg *Config, extra *[]*os.File) ([]*os.File, error) {
+	var all []*os.File
+	for _, v := range vols {
+		files, err := openVolume(v)
+		if err != nil {
+			closeAll(all)
+			return nil, err
+		}
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = 3 + len(*extra)
+			*extra = append(*extra, f)
+		}
+		all = append(all, files...)
+		cfg.Volumes = append(cfg.Volumes, VolumeFDs{Disk: v, FDs: fds})
+	}
+	return all, nil
+}

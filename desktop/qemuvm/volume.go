@@ -1,0 +1,100 @@
+package qemuvm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// VolumeSlots is how many volumes a machine takes: one PCIe root port
+// each, in the device list of every bake (q35 hot-plugs only into root
+// ports, never onto pcie.0 itself). A snapshot carries the empty ports and
+// no volume device, so any snapshot takes any volume.
+const VolumeSlots = 4
+
+// volumeRootPorts are the hot-plug slots' devices, after the fixed ones.
+func volumeRootPorts() []string {
+	out := make([]string, VolumeSlots)
+	for s := range VolumeSlots {
+		out[s] = fmt.Sprintf("pcie-root-port,id=%s,bus=pcie.0,chassis=%d,addr=0x%x", VolumeBus(s), s+1, 6+s)
+	}
+	return out
+}
+
+// VolumeBus is the root port of a slot.
+func VolumeBus(slot int) string { return "vslot" + strconv.Itoa(slot) }
+
+// VolumeDeviceID is the virtio-blk device of a slot.
+func VolumeDeviceID(slot int) string { return "vol" + strconv.Itoa(slot) }
+
+// VolumeNode is the block node of layer i (0: base) of a slot's volume.
+func VolumeNode(slot, layer int) string { return fmt.Sprintf("vol%d-l%d", slot, layer) }
+
+// VolumeFDSet is the fd set a layer's file descriptor is handed to QEMU in:
+// hostd opens the volume's files and QEMU, which may run as a user that
+// cannot open them, gets only the descriptors.
+func VolumeFDSet(slot, layer int) int { return 100 + slot*32 + layer }
+
+// CheckVolumeDisk refuses a slot or chain a machine cannot take.
+func CheckVolumeDisk(v desktop.VolumeDisk) error {
+	if v.Slot < 0 || v.Slot >= VolumeSlots {
+		return fmt.Errorf("%w: volume slot %d: a machine has slots 0 to %d", desktop.ErrInvalid, v.Slot, VolumeSlots-1)
+	}
+	if len(v.Layers) == 0 || len(v.Layers) > 32 {
+		return fmt.Errorf("%w: volume has %d layers: give 1 to 32", desktop.ErrInvalid, len(v.Layers))
+	}
+	return nil
+}
+
+// VolumeBlockdev is the blockdev-add (and -blockdev) value of layer i of a
+// slot's volume: a qcow2 node on the layer's fd set, read-only unless it
+// is the top of a read-write volume, on the node of the layer below.
+func VolumeBlockdev(v desktop.VolumeDisk, layer int) map[string]any {
+	top := layer == len(v.Layers)-1
+	var backing any // null: no backing file, whatever the header says
+	if layer > 0 {
+		backing = VolumeNode(v.Slot, layer-1)
+	}
+	return map[string]any{
+		"driver":    "qcow2",
+		"node-name": VolumeNode(v.Slot, layer),
+		"read-only": !top || v.ReadOnly,
+		"discard":   "unmap",
+		"file": map[string]any{
+			"driver":   "file",
+			"filename": "/dev/fdset/" + strconv.Itoa(VolumeFDSet(v.Slot, layer)),
+		},
+		"backing": backing,
+	}
+}
+
+// VolumeDevice is the device_add value of a slot's volume: virtio-blk in
+// its root port, with the serial the guest finds it by.
+func VolumeDevice(v desktop.VolumeDisk) map[string]any {
+	return map[string]any{
+		"driver": "virtio-blk-pci",
+		"id":     VolumeDeviceID(v.Slot),
+		"drive":  VolumeNode(v.Slot, len(v.Layers)-1),
+		"bus":    VolumeBus(v.Slot),
+		"serial": v.Serial,
+	}
+}
+
+// VolumeArgs are the command-line options that bring a volume back on a
+// machine that restores a state it had (a wake): its fds (fds[i] is layer
+// i's descriptor number in the child), its nodes and its device.
+func VolumeArgs(v desktop.VolumeDisk, fds []int) []string {
+	var a []string
+	for i := range v.Layers {
+		a = append(a, "-add-fd", fmt.Sprintf("fd=%d,set=%d", fds[i], VolumeFDSet(v.Slot, i)))
+	}
+	for i := range v.Layers {
+		b, _ := json.Marshal(VolumeBlockdev(v, i))
+		a = append(a, "-blockdev", string(b))
+	}
+	d := VolumeDevice(v)
+	a = append(a, "-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=%s,bus=%s,serial=%s", d["id"], d["drive"], d["bus"], Escape(v.Serial)))
+	return a
+}

@@ -1,0 +1,418 @@
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/warmdesk/warmdesk/volume"
+)
+
+// Volumes: who holds a volume is read from the desktops' records (every
+// desktop that is not failed or deleted holds what it lists) plus the
+// claims of attaches and archives in flight, all under m.mu, so two
+// attaches cannot both win a read-write hold.
+
+// archiveHolder names an archive in flight among a volume's holders.
+const archiveHolder = "(archive in progress)"
+
+// guestVolumeTimeout bounds a mount or unmount in the guest.
+const guestVolumeTimeout = 30 * time.Second
+
+// Volumes is the volume registry, nil when volumes are off.
+func (m *Manager) Volumes() *volume.Registry { return m.vols }
+
+func (m *Manager) volumesOn() error {
+	if m.vols == nil {
+		return fmt.Errorf("%w: volumes are not enabled on this host", ErrInvalid)
+	}
+	return nil
+}
+
+// VolumeHolders lists the desktops (and archives) holding a volume.
+func (m *Manager) VolumeHolders(name string) []volume.Holder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.holdersLocked(name)
+}
+
+func (m *Manager) holdersLocked(name string) []volume.Holder {
+	var out []volume.Holder
+	for _, e := range m.desktops {
+		d := e.snapshot()
+		if d.State == StateFailed || d.State == StateDeleted {
+			continue
+		}
+		for _, v := range d.Volumes {
+			if v.Name == name {
+				out = append(out, volume.Holder{Desktop: d.ID, Mode: v.Mode})
+			}
+		}
+	}
+	out = append(out, m.claims[name]...)
+	slices.SortFunc(out, func(a, b volume.Holder) int { return strings.Compare(a.Desktop, b.Desktop) })
+	return out
+}
+
+// claimVolume holds a volume for who in mode while an attach or archive
+// runs, under the attachment rules.
+func (m *Manager) claimVolume(name, who string, mode volume.Mode) (release func(), err error) {
+	v, err := m.vols.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := volume.CheckAttach(v, m.holdersLocked(name), who, mode); err != nil {
+		return nil, err
+	}
+	h := volume.Holder{Desktop: who, Mode: mode}
+	m.claims[name] = append(m.claims[name], h)
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		cs := m.claims[name]
+		if i := slices.Index(cs, h); i >= 0 {
+			m.claims[name] = slices.Delete(cs, i, i+1)
+		}
+		if len(m.claims[name]) == 0 {
+			delete(m.claims, name)
+		}
+	}, nil
+}
+
+// claimVolumes claims each volume a create asks for; all or none.
+func (m *Manager) claimVolumes(id string, ms []volume.Mount) (release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, v := range ms {
+		r, err := m.claimVolume(v.Name, id, v.Mode)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		releases = append(releases, r)
+	}
+	return release, nil
+}
+
+// checkCreateVolumes checks and numbers the volumes a create asks for.
+func (m *Manager) checkCreateVolumes(ms []volume.Mount) ([]volume.Mount, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	if err := m.volumesOn(); err != nil {
+		return nil, err
+	}
+	out := make([]volume.Mount, len(ms))
+	for i, v := range ms {
+		out[i] = v.Normalize()
+		out[i].Slot = i
+	}
+	if err := volume.ValidateSet(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AttachVolume attaches a volume to a live desktop and mounts it in the
+// guest. When the hot-plug or the mount fails, the desktop runs on without
+// the volume and the error says why.
+func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount) (Desktop, error) {
+	if err := m.volumesOn(); err != nil {
+		return Desktop{}, err
+	}
+	req = req.Normalize()
+	if err := req.Validate(); err != nil {
+		return Desktop{}, err
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	d := e.snapshot()
+	if !d.State.Live() {
+		return d, &TransitionError{ID: id, From: d.State, Action: "attach a volume to"}
+	}
+	for _, have := range d.Volumes {
+		if have.Mount == req.Mount || strings.HasPrefix(req.Mount, have.Mount+"/") || strings.HasPrefix(have.Mount, req.Mount+"/") {
+			return d, fmt.Errorf("%w: mount %s overlaps volume %s at %s", ErrInvalid, req.Mount, have.Name, have.Mount)
+		}
+	}
+	if req.Slot = volume.FreeSlot(d.Volumes); req.Slot < 0 {
+		return d, fmt.Errorf("%w: desktop %s holds %d volumes, the most it can; detach one first", ErrConflict, id, len(d.Volumes))
+	}
+	release, err := m.claimVolume(req.Name, id, req.Mode)
+	if err != nil {
+		return d, err
+	}
+	defer release()
+	if err := m.attachLocked(ctx, e, req); err != nil {
+		return e.snapshot(), err
+	}
+	return e.snapshot(), nil
+}
+
+// attachLocked hot-plugs and mounts one claimed volume on a desktop whose
+// op lock the caller holds, then records it.
+func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount) error {
+	e.mu.Lock()
+	mach, id, ready := e.m, e.d.ID, e.guestReady
+	e.mu.Unlock()
+	vm, ok := mach.(VolumeMachine)
+	if !ok {
+		return fmt.Errorf("%w: the %s driver does not attach volumes yet", ErrInvalid, m.drv.Name())
+	}
+	v, err := m.vols.Get(req.Name)
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	// The mount needs the guest's agent, which a fresh clone has once its
+	// clock and identity are set.
+	select {
+	case <-ready:
+	case <-actx.Done():
+		return fmt.Errorf("%w: volume %s: the guest of %s is still starting", ErrUnavailable, req.Name, id)
+	}
+	disk := VolumeDisk{Slot: req.Slot, Serial: volume.Serial(req.Slot), Layers: v.Layers, ReadOnly: req.Mode == volume.ReadOnly}
+	if err := vm.AttachVolume(actx, disk); err != nil {
+		return fmt.Errorf("volume %s: %w", req.Name, err)
+	}
+	if err := mountInGuest(actx, mach.Agent(), disk.Serial, req.Mount, req.Mode); err != nil {
+		if derr := vm.DetachVolume(actx, req.Slot); derr != nil {
+			m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
+		}
+		return fmt.Errorf("volume %s: %w", req.Name, err)
+	}
+	if req.Mode == volume.ReadWrite {
+		if err := m.vols.MarkFilled(req.Name); err != nil {
+			m.log.Warn("record a volume written", "volume", req.Name, "err", err)
+		}
+	}
+	e.mu.Lock()
+	e.d.Volumes = append(e.d.Volumes, req)
+	e.d.Machine = mach.Record()
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record a desktop's volume", "desktop", id, "err", err)
+	}
+	m.publish(EventVolumes, d)
+	return nil
+}
+
+// DetachVolume unmounts a volume in the guest (after syncing it), unplugs
+// it and keeps it. A volume the guest still uses is refused.
+func (m *Manager) DetachVolume(ctx context.Context, id, name string) (Desktop, error) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	e.mu.Lock()
+	d, mach := e.d, e.m
+	e.mu.Unlock()
+	i := slices.IndexFunc(d.Volumes, func(v volume.Mount) bool { return v.Name == name })
+	if i < 0 {
+		return d, fmt.Errorf("%w: desktop %s holds no volume %q", ErrNotFound, id, name)
+	}
+	if !d.State.Live() || mach == nil {
+		return d, &TransitionError{ID: id, From: d.State, Action: "detach a volume from"}
+	}
+	vol := d.Volumes[i]
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := unmountInGuest(dctx, mach.Agent(), vol.Mount); err != nil {
+		return d, fmt.Errorf("volume %s: %w", name, err)
+	}
+	vm, ok := mach.(VolumeMachine)
+	if !ok {
+		return d, fmt.Errorf("%w: the %s driver does not detach volumes", ErrInvalid, m.drv.Name())
+	}
+	if err := vm.DetachVolume(dctx, vol.Slot); err != nil {
+		return d, fmt.Errorf("volume %s: %w", name, err)
+	}
+	e.mu.Lock()
+	e.d.Volumes = slices.DeleteFunc(slices.Clone(e.d.Volumes), func(v volume.Mount) bool { return v.Name == name })
+	e.d.Machine = mach.Record()
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return d, fmt.Errorf("volume %s: record: %w", name, err)
+	}
+	m.publish(EventVolumes, d)
+	return d, nil
+}
+
+// releaseVolumes syncs and unmounts a desktop's volumes before its machine
+// ends, so their filesystems are clean for the next desktop. Best effort:
+// the journal covers a guest that does not answer.
+func (m *Manager) releaseVolumes(ctx context.Context, d Desktop, mach Machine) {
+	if len(d.Volumes) == 0 || mach == nil || d.State != StateRunning {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, v := range d.Volumes {
+		if err := unmountInGuest(ctx, mach.Agent(), v.Mount); err != nil {
+			m.log.Warn("volume not unmounted before the desktop ended", "desktop", d.ID, "volume", v.Name, "err", err)
+		}
+	}
+}
+
+// refuseWithVolumes refuses what cannot carry volumes yet: a snapshot or
+// fork of a desktop holding one.
+func refuseWithVolumes(d Desktop, action string) error {
+	if len(d.Volumes) == 0 {
+		return nil
+	}
+	var names []string
+	for _, v := range d.Volumes {
+		names = append(names, v.Name)
+	}
+	return fmt.Errorf("%w: cannot %s desktop %s while it holds volumes (%s): branching volumes on fork and snapshot is not built yet; detach them first (DELETE /v1/desktops/%s/volumes/NAME)", ErrConflict, action, d.ID, strings.Join(names, ", "), d.ID)
+}
+
+// mountScript finds the disk with serial $1 (the hot-plug may still be on
+// its way), and mounts it on $2, read-only when $3 is ro. A read-only
+// mount of a filesystem whose journal a crash left skips the journal
+// (noload): the disk is read-only and cannot replay it.
+const mountScript = `serial=$1 dir=$2 mode=$3 dev=
+i=0
+while [ $i -lt 800 ]; do
+  for b in /sys/block/vd*; do
+    if [ "$(cat "$b/serial" 2>/dev/null)" = "$serial" ] && [ -b "/dev/${b##*/}" ]; then dev=/dev/${b##*/}; break 2; fi
+  done
+  i=$((i+1)); sleep 0.025
+done
+[ -n "$dev" ] || { echo "the disk did not appear in the guest within 20 s" >&2; exit 2; }
+mkdir -p "$dir" || exit 3
+if [ "$mode" = ro ]; then
+  mount -t ext4 -o ro "$dev" "$dir" 2>/dev/null || mount -t ext4 -o ro,noload "$dev" "$dir" || exit 4
+else
+  mount -t ext4 -o rw,noatime "$dev" "$dir" || exit 4
+fi`
+
+// unmountScript syncs and unmounts $1 when it is mounted.
+const unmountScript = `dir=$1
+mountpoint -q "$dir" || exit 0
+sync -f "$dir"
+umount "$dir" || exit 5`
+
+func mountInGuest(ctx context.Context, a GuestAgent, serial, dir string, mode volume.Mode) error {
+	return guestScript(ctx, a, "mount", mountScript, serial, dir, string(mode))
+}
+
+func unmountInGuest(ctx context.Context, a GuestAgent, dir string) error {
+	err := guestScript(ctx, a, "unmount", unmountScript, dir)
+	var ge *guestScriptError
+	if errors.As(err, &ge) && ge.code == 5 {
+		return fmt.Errorf("%w: the guest still uses files under %s (%s): close them (and leave the directory) first", ErrConflict, dir, ge.msg)
+	}
+	return err
+}
+
+type guestScriptError struct {
+	what string
+	code int
+	msg  string
+}
+
+func (e *guestScriptError) Error() string {
+	return fmt.Sprintf("%s in the guest failed (exit %d): %s", e.what, e.code, e.msg)
+}
+
+func guestScript(ctx context.Context, a GuestAgent, what, script string, args ...string) error {
+	res, err := Exec(ctx, a, ExecRequest{Path: "/bin/sh", Args: append([]string{"-c", script, "sh"}, args...), Timeout: guestVolumeTimeout})
+	if err != nil {
+		return fmt.Errorf("%s in the guest: %w", what, err)
+	}
+	if res.ExitCode != 0 {
+		msg := strings.TrimSpace(string(res.Stderr))
+		if len(msg) > 300 {
+			msg = msg[:300]
+		}
+		return &guestScriptError{what: what, code: res.ExitCode, msg: msg}
+	}
+	return nil
+}
+
+// RemoveVolume deletes a volume no desktop holds.
+func (m *Manager) RemoveVolume(name string) error {
+	if err := m.volumesOn(); err != nil {
+		return err
+	}
+	release, err := m.claimAlone(name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.vols.Remove(name)
+}
+
+// claimAlone claims a volume read-write for an archive, failing with the
+// holders named when any desktop holds it.
+func (m *Manager) claimAlone(name string) (func(), error) {
+	if _, err := m.vols.Get(name); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	holders := m.holdersLocked(name)
+	m.mu.Unlock()
+	if len(holders) > 0 {
+		return nil, volume.ErrBusy(name, holders)
+	}
+	return m.claimVolume(name, archiveHolder, volume.ReadWrite)
+}
+
+// FreezeVolume makes volume snapshot snap of a volume no desktop writes.
+func (m *Manager) FreezeVolume(ctx context.Context, name, snap string) (volume.Volume, error) {
+	if err := m.volumesOn(); err != nil {
+		return volume.Volume{}, err
+	}
+	release, err := m.claimVolume(name, archiveHolder, volume.ReadOnly)
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	defer release()
+	return m.vols.Freeze(ctx, name, snap)
+}
+
+// ExportVolume streams a tar of a volume no desktop writes.
+func (m *Manager) ExportVolume(ctx context.Context, name string, w io.Writer) error {
+	if err := m.volumesOn(); err != nil {
+		return err
+	}
+	release, err := m.claimVolume(name, archiveHolder, volume.ReadOnly)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.vols.Export(ctx, name, w)
+}
+
+// ImportVolume fills a blank volume no desktop holds from a tar.
+func (m *Manager) ImportVolume(ctx context.Context, name string, r io.Reader) error {
+	if err := m.volumesOn(); err != nil {
+		return err
+	}
+	release, err := m.claimAlone(name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.vols.Import(ctx, name, r)
+}
