@@ -246,24 +246,3 @@ func FreeSlot(taken []Mount) int {
 // Serial is the disk serial the guest sees for a slot: how the guest finds
 // the disk (/sys/block/vd*/serial).
 func Serial(slot int) string { return fmt.Sprintf("wdvol%d", slot) }
-
-// BranchName names the branch of volume v that fork copy c gets: v, a
-// dash and the copy's name, cut to fit a name with a short hash of the
-// whole kept so two long names do not collide.
-func BranchName(v, copyName string) string {
-	n := v + "-" + copyName
-	if len(n) <= 63 {
-		return n
-	}
-	h := fnv32(n)
-	return fmt.Sprintf("%s-%08x", strings.TrimRight(n[:54], "-._"), h)
-}
-
-func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
-}

@@ -67,6 +67,16 @@ var routeAccess = map[string]access{
 	"PUT /v1/desktops/:id/clipboard":           needControl,
 	"GET /v1/desktops/:id/network":             needView,
 	"PUT /v1/desktops/:id/network":             needDaemon,
+	// Volumes hold every desktop's workspace: the host's business.
+	"GET /v1/volumes":                       needDaemon,
+	"POST /v1/volumes":                      needDaemon,
+	"GET /v1/volumes/:name":                 needDaemon,
+	"DELETE /v1/volumes/:name":              needDaemon,
+	"POST /v1/volumes/:name/snapshot":       needDaemon,
+	"GET /v1/volumes/:name/archive":         needDaemon,
+	"PUT /v1/volumes/:name/archive":         needDaemon,
+	"POST /v1/desktops/:id/volumes":         needDaemon,
+	"DELETE /v1/desktops/:id/volumes/:name": needDaemon,
 	// The port proxy takes every method.
 	"* /v1/desktops/:id/ports/:port":       needControl,
 	"* /v1/desktops/:id/ports/:port/*path": needControl,

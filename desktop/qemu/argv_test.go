@@ -112,3 +112,19 @@ func TestEscapeCommas(t *testing.T) {
 		t.Errorf("comma not doubled: %s", argv)
 	}
 }
+
+// A wake of a machine holding volumes puts each back where the saved
+// state has it: its descriptors in fd sets, its layers as nodes, its
+// virtio-blk device in its root port.
+func TestArgvGoldenWakeWithVolumes(t *testing.T) {
+	golden(t, "argv-wake-volumes.golden", Argv(Config{
+		Binary: "qemu-system-x86_64", Name: "d-1", Shape: testShape(),
+		Disk: "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
+		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
+		NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
+		Volumes: []VolumeFDs{
+			{Disk: desktop.VolumeDisk{Slot: 0, Serial: "wdvol0", Layers: []string{"/v/base.qcow2", "/v/top.qcow2"}}, FDs: []int{4, 5}},
+			{Disk: desktop.VolumeDisk{Slot: 2, Serial: "wdvol2", Layers: []string{"/v/ro.qcow2"}, ReadOnly: true}, FDs: []int{6}},
+		},
+	}))
+}
