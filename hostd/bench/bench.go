@@ -28,7 +28,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork", "network"}
+var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume"}
 
 // Options configure a run.
 type Options struct {
@@ -115,6 +115,8 @@ type env struct {
 	runDir  string
 	dataDir string
 	res     *Result
+	// volErr says why the run has no volumes.
+	volErr string
 
 	mu       sync.Mutex
 	machines []desktop.Machine // driver-level machines to clean up
@@ -195,8 +197,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Logger: o.Log,
 	})
 	defer nets.Close()
+	vols, err := openVolumes(e.dataDir, records)
+	if err != nil {
+		e.volErr = err.Error()
+	}
 	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: records, Catalog: cat, Logger: o.Log, Limits: limits,
-		Observer: desktop.Observers{e.screens, nets}})
+		Observer: desktop.Observers{e.screens, nets}, Volumes: vols})
 	defer e.cleanup()
 	e.progress("%s, QEMU %s, %d CPUs, snapshot %s (%s)", res.Machine.Accel, res.Machine.QEMU, res.Machine.CPUs, e.snap.Name, res.Machine.Guest)
 	// Hash the snapshot once now, so no create below pays for it.
@@ -223,6 +229,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.forkSuite(ctx)
 		case "network":
 			err = e.networkSuite(ctx)
+		case "volume":
+			err = e.volumeSuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}

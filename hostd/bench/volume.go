@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/volume"
+)
+
+// volumeKeys are the volume suite's figures.
+var volumeKeys = []string{
+	"create_novolume_p50_ms", "create_novolume_p95_ms", "create_novolume_max_ms",
+	"create_volume_p50_ms", "create_volume_p95_ms", "create_volume_max_ms",
+	"volume_attach_added_p50_ms", "attach_running_p50_ms", "attach_running_p95_ms", "attach_running_max_ms",
+}
+
+// openVolumes gives the run's Manager a volume registry of its own.
+func openVolumes(dataDir string, st volume.Store) (*volume.Registry, error) {
+	tools, err := volume.FindTools()
+	if err != nil {
+		return nil, err
+	}
+	return volume.Open(volume.Config{Dir: filepath.Join(dataDir, "volumes"), Store: st, Tools: tools})
+}
+
+// volumeSuite measures warm-pool creates with one volume attached and
+// mounted beside creates without, alternating sample by sample so the
+// host's swings hit both alike; then the attach to a running desktop
+// alone (hot-plug and mount).
+func (e *env) volumeSuite(ctx context.Context) error {
+	if e.mgr.Volumes() == nil {
+		for _, k := range volumeKeys {
+			e.res.null(k, "volumes not available: "+e.volErr)
+		}
+		return nil
+	}
+	reg := e.mgr.Volumes()
+	name := "bench-ws"
+	if _, err := reg.Create(ctx, volume.CreateRequest{Name: name, SizeMiB: 256}); err != nil {
+		return err
+	}
+	defer reg.Remove(name)
+	e.drv.Warm(e.snap, 1)
+	defer e.drv.Warm(e.snap, 0)
+	var without, with Dist
+	for i := 0; i < e.opts.N; i++ {
+		for _, s := range []struct {
+			dist *Dist
+			vols []volume.Mount
+		}{{&without, nil}, {&with, []volume.Mount{{Name: name, Mount: "/workspace"}}}} {
+			if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+				return err
+			}
+			d, err := e.timeCreateWith(ctx, desktop.CreateRequest{Snapshot: e.snap.Name, Volumes: s.vols})
+			if err != nil {
+				return fmt.Errorf("create with %d volumes: %w", len(s.vols), err)
+			}
+			s.dist.Add(d)
+		}
+	}
+	e.res.dist("create_novolume", &without)
+	e.res.dist("create_volume", &with)
+	e.res.set("volume_attach_added_p50_ms", ms(with.Percentile(50)-without.Percentile(50)))
+	e.progress("  create with a volume: p50 %s against %s without", with.Percentile(50), without.Percentile(50))
+
+	// Attach to a running desktop: hot-plug, the guest finds the disk,
+	// mounts it; then detach (not timed).
+	src, _, _, err := e.liveDesktop(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.mgr.Delete(context.WithoutCancel(ctx), src.ID)
+	var attach Dist
+	for i := 0; i < e.opts.N; i++ {
+		start := time.Now()
+		if _, err := e.mgr.AttachVolume(ctx, src.ID, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
+			return fmt.Errorf("attach to a running desktop: %w", err)
+		}
+		attach.Add(time.Since(start))
+		if _, err := e.mgr.DetachVolume(ctx, src.ID, name); err != nil {
+			return fmt.Errorf("detach: %w", err)
+		}
+	}
+	e.res.dist("attach_running", &attach)
+	e.progress("  attach to a running desktop: p50 %s", attach.Percentile(50))
+	return nil
+}
