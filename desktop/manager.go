@@ -384,29 +384,29 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		m.store.DeleteDesktop(id)
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
-	m.machineUp(e, mach, true)
+	// Volumes before the guest's clock and identity: the guest agent
+	// runs one command at a time, and setting the clock waits on the RTC
+	// (hwclock), which the create need not wait for.
 	for _, v := range mounts {
-		if err := m.attachLocked(ctx, e, v); err != nil {
+		if err := m.attachLocked(ctx, e, v, false); err != nil {
 			m.abandon(e, mach)
 			return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
 		}
 	}
+	m.machineUp(e, mach, true)
 	d = e.snapshot()
 	m.publish(EventCreated, d)
 	m.kickTTL()
 	return d, nil
 }
 
-// abandon ends a desktop whose create failed after its machine came up,
-// under the op lock its create holds.
+// abandon ends a desktop whose create failed after its restore, before
+// anything watched its machine, under the op lock its create holds.
 func (m *Manager) abandon(e *entry, mach Machine) {
 	e.mu.Lock()
 	e.expectExit = true
 	id := e.d.ID
 	e.mu.Unlock()
-	if m.obs != nil {
-		m.obs.MachineDown(id)
-	}
 	ctx, cancel := context.WithTimeout(m.base, time.Minute)
 	defer cancel()
 	if err := mach.Destroy(ctx); err != nil {
@@ -414,9 +414,6 @@ func (m *Manager) abandon(e *entry, mach Machine) {
 	}
 	m.forget(id)
 	m.store.DeleteDesktop(id)
-	if m.obs != nil {
-		m.obs.Forget(id)
-	}
 }
 
 // lineage lists a snapshot and every snapshot under it (its disk's parents).

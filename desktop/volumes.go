@@ -157,7 +157,7 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 		return d, err
 	}
 	defer release()
-	if err := m.attachLocked(ctx, e, req); err != nil {
+	if err := m.attachLocked(ctx, e, req, true); err != nil {
 		return e.snapshot(), err
 	}
 	return e.snapshot(), nil
@@ -165,9 +165,9 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 
 // attachLocked hot-plugs and mounts one claimed volume on a desktop whose
 // op lock the caller holds, then records it.
-func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount) error {
+func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount, announce bool) error {
 	e.mu.Lock()
-	mach, id, ready := e.m, e.d.ID, e.guestReady
+	mach, id := e.m, e.d.ID
 	e.mu.Unlock()
 	vm, ok := mach.(VolumeMachine)
 	if !ok {
@@ -179,23 +179,19 @@ func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount) 
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	// The mount needs the guest's agent, which a fresh clone has once its
-	// clock and identity are set.
-	select {
-	case <-ready:
-	case <-actx.Done():
-		return fmt.Errorf("%w: volume %s: the guest of %s is still starting", ErrUnavailable, req.Name, id)
-	}
+	start := time.Now()
 	disk := VolumeDisk{Slot: req.Slot, Serial: volume.Serial(req.Slot), Layers: v.Layers, ReadOnly: req.Mode == volume.ReadOnly}
 	if err := vm.AttachVolume(actx, disk); err != nil {
 		return fmt.Errorf("volume %s: %w", req.Name, err)
 	}
+	plugged := time.Since(start)
 	if err := mountInGuest(actx, mach.Agent(), disk.Serial, req.Mount, req.Mode); err != nil {
 		if derr := vm.DetachVolume(actx, req.Slot); derr != nil {
 			m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
 		}
 		return fmt.Errorf("volume %s: %w", req.Name, err)
 	}
+	m.log.Debug("volume attached", "desktop", id, "volume", req.Name, "plugged", plugged, "mounted", time.Since(start))
 	if req.Mode == volume.ReadWrite {
 		if err := m.vols.MarkFilled(req.Name); err != nil {
 			m.log.Warn("record a volume written", "volume", req.Name, "err", err)
@@ -209,7 +205,9 @@ func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount) 
 	if err := m.store.PutDesktop(d); err != nil {
 		m.log.Error("record a desktop's volume", "desktop", id, "err", err)
 	}
-	m.publish(EventVolumes, d)
+	if announce {
+		m.publish(EventVolumes, d)
+	}
 	return nil
 }
 
@@ -290,16 +288,16 @@ func refuseWithVolumes(d Desktop, action string) error {
 // its way), and mounts it on $2, read-only when $3 is ro. A read-only
 // mount of a filesystem whose journal a crash left skips the journal
 // (noload): the disk is read-only and cannot replay it.
-const mountScript = `serial=$1 dir=$2 mode=$3 dev=
-i=0
+const mountScript = `serial=$1 dir=$2 mode=$3 dev= i=0
 while [ $i -lt 800 ]; do
   for b in /sys/block/vd*; do
-    if [ "$(cat "$b/serial" 2>/dev/null)" = "$serial" ] && [ -b "/dev/${b##*/}" ]; then dev=/dev/${b##*/}; break 2; fi
+    s=; read -r s <"$b/serial" 2>/dev/null
+    if [ "$s" = "$serial" ] && [ -b "/dev/${b##*/}" ]; then dev=/dev/${b##*/}; break 2; fi
   done
   i=$((i+1)); sleep 0.025
 done
 [ -n "$dev" ] || { echo "the disk did not appear in the guest within 20 s" >&2; exit 2; }
-mkdir -p "$dir" || exit 3
+[ -d "$dir" ] || mkdir -p "$dir" || exit 3
 if [ "$mode" = ro ]; then
   mount -t ext4 -o ro "$dev" "$dir" 2>/dev/null || mount -t ext4 -o ro,noload "$dev" "$dir" || exit 4
 else
