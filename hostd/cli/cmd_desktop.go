@@ -78,6 +78,11 @@ func desktopCreate(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&req.Name, "name", "", "desktop name")
 		fs.DurationVar(&ttl, "ttl", 0, "delete the desktop after this long (0: never)")
 		policyFlags(fs, &req.Network)
+		fs.Func("volume", "attach a volume (repeat): NAME:/MOUNT[:ro]", func(v string) error {
+			m, err := parseVolumeFlag(v)
+			req.Volumes = append(req.Volumes, m)
+			return err
+		})
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
 	if err != nil {

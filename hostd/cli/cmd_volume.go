@@ -182,3 +182,19 @@ func volumeImport(ctx context.Context, e *env, args []string) error {
 	defer f.Close()
 	return c.ImportVolume(ctx, name, f)
 }
+
+// parseVolumeFlag reads --volume NAME:/MOUNT[:ro|rw].
+func parseVolumeFlag(v string) (api.VolumeMount, error) {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return api.VolumeMount{}, fmt.Errorf("volume %q: give NAME:/MOUNT or NAME:/MOUNT:ro", v)
+	}
+	m := api.VolumeMount{Name: parts[0], Mount: parts[1]}
+	if len(parts) == 3 {
+		if parts[2] != "ro" && parts[2] != "rw" {
+			return api.VolumeMount{}, fmt.Errorf("volume %q: the mode is ro or rw", v)
+		}
+		m.Mode = parts[2]
+	}
+	return m, nil
+}
