@@ -138,6 +138,15 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		{Type: "usb", Index: 0, Model: "none"},
 		{Type: "virtio-serial", Index: 0, Address: pci(3)},
 	}
+	// The volumes' hot-plug slots, as the QEMU driver's device list has
+	// them; libvirt numbers the ports' buses 1 up.
+	for slot := range qemuvm.VolumeSlots {
+		dev.Controllers = append(dev.Controllers, controllerXML{
+			Type: "pci", Index: slot + 1, Model: "pcie-root-port",
+			Target:  &controllerTargetXML{Chassis: qemuvm.VolumePortChassis(slot), Port: fmt.Sprintf("0x%x", qemuvm.VolumePortNumber(slot))},
+			Address: pci(qemuvm.VolumePortSlot(slot)),
+		})
+	}
 	dev.Serials = []serialXML{{
 		Type:   "unix",
 		Source: &chardevSourceXML{Mode: "bind", Path: c.Console},
@@ -329,10 +338,16 @@ type addressXML struct {
 }
 
 type controllerXML struct {
-	Type    string      `xml:"type,attr"`
-	Index   int         `xml:"index,attr"`
-	Model   string      `xml:"model,attr,omitempty"`
-	Address *addressXML `xml:"address"`
+	Type    string               `xml:"type,attr"`
+	Index   int                  `xml:"index,attr"`
+	Model   string               `xml:"model,attr,omitempty"`
+	Target  *controllerTargetXML `xml:"target"`
+	Address *addressXML          `xml:"address"`
+}
+
+type controllerTargetXML struct {
+	Chassis int    `xml:"chassis,attr"`
+	Port    string `xml:"port,attr"`
 }
 
 type modelNameXML struct {

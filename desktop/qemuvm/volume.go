@@ -18,10 +18,17 @@ const VolumeSlots = 4
 func volumeRootPorts() []string {
 	out := make([]string, VolumeSlots)
 	for s := range VolumeSlots {
-		out[s] = fmt.Sprintf("pcie-root-port,id=%s,bus=pcie.0,chassis=%d,addr=0x%x", VolumeBus(s), s+1, 6+s)
+		out[s] = fmt.Sprintf("pcie-root-port,id=%s,bus=pcie.0,chassis=%d,port=0x%x,addr=0x%x", VolumeBus(s), VolumePortChassis(s), VolumePortNumber(s), VolumePortSlot(s))
 	}
 	return out
 }
+
+// The root port of a slot: its chassis, its PCIe port number (named, not
+// left to defaults: it is in the port's read-only config space, which a
+// restore checks, and libvirt would choose another) and its PCI slot.
+func VolumePortChassis(slot int) int { return slot + 1 }
+func VolumePortNumber(slot int) int  { return 0x10 + slot }
+func VolumePortSlot(slot int) int    { return 6 + slot }
 
 // VolumeBus is the root port of a slot.
 func VolumeBus(slot int) string { return "vslot" + strconv.Itoa(slot) }
