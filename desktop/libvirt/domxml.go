@@ -42,6 +42,8 @@ type DomainConfig struct {
 	Memory qemuvm.Memory
 	Boot   *qemuvm.Boot // nil for a restore
 	Disk   string
+	// Volumes are hot-plugged volumes a restored state holds (a wake).
+	Volumes []desktop.VolumeDisk
 	// VNC and Console are unix socket paths in the machine's 0700 run
 	// directory; ConsoleLog receives the guest's serial console.
 	// NIC is the unix socket QEMU serves the NIC's frames on (egress).
@@ -131,6 +133,9 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		Target:  targetXML{Dev: "vda", Bus: "virtio"},
 		Address: pci(4),
 	}}
+	for _, v := range c.Volumes {
+		dev.Disks = append(dev.Disks, VolumeDiskXML(v))
+	}
 	dev.Controllers = []controllerXML{
 		{Type: "pci", Index: 0, Model: "pcie-root"},
 		// No USB: the pointer is a virtio tablet. Without this libvirt
@@ -143,7 +148,7 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 	for slot := range qemuvm.VolumeSlots {
 		dev.Controllers = append(dev.Controllers, controllerXML{
 			Type: "pci", Index: slot + 1, Model: "pcie-root-port",
-			Target:  &controllerTargetXML{Chassis: qemuvm.VolumePortChassis(slot), Port: fmt.Sprintf("0x%x", qemuvm.VolumePortNumber(slot))},
+			Target:  &controllerTargetXML{Chassis: qemuvm.VolumePortChassis(slot), Port: fmt.Sprint(qemuvm.VolumePortNumber(slot))},
 			Address: pci(qemuvm.VolumePortSlot(slot)),
 		})
 	}
@@ -186,6 +191,29 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		return nil, fmt.Errorf("domain xml: %w", err)
 	}
 	return append(out, '\n'), nil
+}
+
+// VolumeAlias is libvirt's alias of a volume slot's disk, which QEMU sees
+// as its device id: the QEMU driver's id for it.
+func VolumeAlias(slot int) string { return qemuvm.VolumeDeviceID(slot) }
+
+// VolumeDiskXML is a volume's disk: its top layer (libvirt follows the
+// backing chain the layers' headers name), in its slot's root port (bus
+// slot+1), with the serial the guest finds it by.
+func VolumeDiskXML(v desktop.VolumeDisk) diskXML {
+	d := diskXML{
+		Type: "file", Device: "disk",
+		Driver:  driverXML{Name: "qemu", Type: "qcow2", Discard: "unmap"},
+		Source:  sourceXML{File: v.Layers[len(v.Layers)-1]},
+		Target:  targetXML{Dev: "vd" + string(rune('b'+v.Slot)), Bus: "virtio"},
+		Serial:  v.Serial,
+		Alias:   &aliasXML{Name: VolumeAlias(v.Slot)},
+		Address: &addressXML{Type: "pci", Domain: "0x0000", Bus: fmt.Sprintf("0x%02x", v.Slot+1), Slot: "0x00", Function: "0x0"},
+	}
+	if v.ReadOnly {
+		d.ReadOnly = &struct{}{}
+	}
+	return d
 }
 
 func pci(slot int) *addressXML {
@@ -304,12 +332,20 @@ type devicesXML struct {
 }
 
 type diskXML struct {
-	Type    string      `xml:"type,attr"`
-	Device  string      `xml:"device,attr"`
-	Driver  driverXML   `xml:"driver"`
-	Source  sourceXML   `xml:"source"`
-	Target  targetXML   `xml:"target"`
-	Address *addressXML `xml:"address"`
+	XMLName  xml.Name    `xml:"disk"`
+	Type     string      `xml:"type,attr"`
+	Device   string      `xml:"device,attr"`
+	Driver   driverXML   `xml:"driver"`
+	Source   sourceXML   `xml:"source"`
+	Target   targetXML   `xml:"target"`
+	Serial   string      `xml:"serial,omitempty"`
+	ReadOnly *struct{}   `xml:"readonly"`
+	Alias    *aliasXML   `xml:"alias"`
+	Address  *addressXML `xml:"address"`
+}
+
+type aliasXML struct {
+	Name string `xml:"name,attr"`
 }
 
 type driverXML struct {

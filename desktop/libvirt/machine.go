@@ -44,6 +44,10 @@ type record struct {
 	// HibernateFile.
 	Hibernated    bool   `json:"hibernated,omitempty"`
 	HibernateFile string `json:"hibernate_file,omitempty"`
+	// Volumes are the volumes hot-plugged into the domain; a wake puts
+	// them back in the new domain's XML, where the saved state expects
+	// them.
+	Volumes []desktop.VolumeDisk `json:"volumes,omitempty"`
 }
 
 func parseRecord(raw json.RawMessage) (record, error) {

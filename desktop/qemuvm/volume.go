@@ -18,7 +18,7 @@ const VolumeSlots = 4
 func volumeRootPorts() []string {
 	out := make([]string, VolumeSlots)
 	for s := range VolumeSlots {
-		out[s] = fmt.Sprintf("pcie-root-port,id=%s,bus=pcie.0,chassis=%d,port=0x%x,addr=0x%x", VolumeBus(s), VolumePortChassis(s), VolumePortNumber(s), VolumePortSlot(s))
+		out[s] = fmt.Sprintf("pcie-root-port,id=%s,bus=pcie.0,chassis=%d,port=%d,addr=0x%x", VolumeBus(s), VolumePortChassis(s), VolumePortNumber(s), VolumePortSlot(s))
 	}
 	return out
 }
@@ -30,11 +30,13 @@ func VolumePortChassis(slot int) int { return slot + 1 }
 func VolumePortNumber(slot int) int  { return 0x10 + slot }
 func VolumePortSlot(slot int) int    { return 6 + slot }
 
-// VolumeBus is the root port of a slot.
-func VolumeBus(slot int) string { return "vslot" + strconv.Itoa(slot) }
+// VolumeBus is the root port of a slot, named as libvirt names its PCI
+// controllers (pci.INDEX), so both drivers build the same machine.
+func VolumeBus(slot int) string { return "pci." + strconv.Itoa(slot+1) }
 
-// VolumeDeviceID is the virtio-blk device of a slot.
-func VolumeDeviceID(slot int) string { return "vol" + strconv.Itoa(slot) }
+// VolumeDeviceID is the virtio-blk device of a slot: a libvirt user alias
+// (they start with "ua-"), which the libvirt driver gives the disk too.
+func VolumeDeviceID(slot int) string { return "ua-vol" + strconv.Itoa(slot) }
 
 // VolumeNode is the block node of layer i (0: base) of a slot's volume.
 func VolumeNode(slot, layer int) string { return fmt.Sprintf("vol%d-l%d", slot, layer) }

@@ -53,12 +53,16 @@ func wantStatus(t *testing.T, what string, err error, status int, names ...strin
 	}
 }
 
-// TestVolumesEndToEnd is the volume workflow on the QEMU driver: a
+// TestVolumesEndToEnd is the volume workflow on each driver: a
 // file written in a volume outlives its desktop and is read in the next;
 // one writer, many readers; hibernate, wake and a restart of hostd keep it
 // attached; a full volume is ENOSPC in the guest and bounded on the host.
-func TestVolumesEndToEnd(t *testing.T) {
-	cfg, snap := hostConfig(t, "qemu", "minimal")
+func TestVolumesEndToEnd(t *testing.T) { testVolumes(t, "qemu") }
+
+func TestVolumesEndToEndLibvirt(t *testing.T) { testVolumes(t, "libvirt") }
+
+func testVolumes(t *testing.T, driver string) {
+	cfg, snap := hostConfig(t, driver, "minimal")
 	h := openHost(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
