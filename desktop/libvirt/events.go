@@ -34,6 +34,19 @@ func (d *Driver) connected(ctx context.Context, l *golibvirt.Libvirt) error {
 			}
 		}
 	}()
+	removed, err := l.SubscribeEvents(ctx, golibvirt.DomainEventIDDeviceRemoved, golibvirt.OptDomain{})
+	if err != nil {
+		return fmt.Errorf("subscribe to device removal events: %w", err)
+	}
+	go func() {
+		for ev := range removed {
+			if e, ok := ev.(*golibvirt.DomainEventCallbackDeviceRemovedMsg); ok {
+				if m := d.machine(e.Msg.Dom.UUID); m != nil {
+					m.deviceRemoved(e.Msg.DevAlias)
+				}
+			}
+		}
+	}()
 	d.reconcile(l)
 	return nil
 }

@@ -110,6 +110,11 @@ type Machine struct {
 	lifeChanged chan struct{}
 
 	agent *agent
+
+	// removals are closed when libvirt reports the device of that alias
+	// gone (a volume's unplug).
+	removalMu sync.Mutex
+	removals  map[string]chan struct{}
 }
 
 var _ desktop.Machine = (*Machine)(nil)

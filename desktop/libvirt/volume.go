@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
@@ -41,30 +42,67 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 	return nil
 }
 
-// DetachVolume unplugs a slot's disk. libvirt waits a few seconds for the
-// guest to release it; a disk still in the domain afterwards is reported,
-// and stays recorded.
+// unplugTimeout bounds the guest's answer to an unplug: its ACPI code
+// ejects the device, and libvirt reports it removed.
+const unplugTimeout = 20 * time.Second
+
+// DetachVolume unplugs a slot's disk and waits until libvirt reports it
+// removed (the detach call itself only asks the guest).
 func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
 	if !slices.ContainsFunc(m.record().Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot }) {
 		return fmt.Errorf("%w: volume slot %d holds nothing", desktop.ErrNotFound, slot)
 	}
 	dom := m.domain()
 	alias := VolumeAlias(slot)
+	gone := m.awaitRemoval(alias)
+	defer m.forgetRemoval(alias)
 	err := do(ctx, m.drv.conn, func(l *golibvirt.Libvirt) error {
 		return l.DomainDetachDeviceAlias(dom, alias, uint32(golibvirt.DomainDeviceModifyLive))
 	})
-	if err != nil && !strings.Contains(err.Error(), "no device found") {
+	switch {
+	case err != nil && strings.Contains(err.Error(), "no device found"):
+		// Gone already (a detach a crash cut short).
+	case err != nil:
 		return fmt.Errorf("volume: unplug: %w", err)
-	}
-	desc, err := call(ctx, m.drv.conn, func(l *golibvirt.Libvirt) (string, error) { return l.DomainGetXMLDesc(dom, 0) })
-	if err != nil {
-		return fmt.Errorf("volume: unplug: %w", err)
-	}
-	if strings.Contains(desc, "'"+alias+"'") || strings.Contains(desc, `"`+alias+`"`) {
-		return fmt.Errorf("%w: volume: the guest did not release the disk", desktop.ErrUnavailable)
+	default:
+		wctx, cancel := context.WithTimeout(ctx, unplugTimeout)
+		defer cancel()
+		select {
+		case <-gone:
+		case <-wctx.Done():
+			return fmt.Errorf("%w: volume: the guest did not release the disk within %s", desktop.ErrUnavailable, unplugTimeout)
+		}
 	}
 	m.mu.Lock()
 	m.rec.Volumes = slices.DeleteFunc(slices.Clone(m.rec.Volumes), func(v desktop.VolumeDisk) bool { return v.Slot == slot })
 	m.mu.Unlock()
 	return nil
+}
+
+// awaitRemoval returns a channel closed when the device of alias goes.
+func (m *Machine) awaitRemoval(alias string) <-chan struct{} {
+	m.removalMu.Lock()
+	defer m.removalMu.Unlock()
+	if m.removals == nil {
+		m.removals = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	m.removals[alias] = ch
+	return ch
+}
+
+func (m *Machine) forgetRemoval(alias string) {
+	m.removalMu.Lock()
+	defer m.removalMu.Unlock()
+	delete(m.removals, alias)
+}
+
+// deviceRemoved is libvirt's word that a device left the domain.
+func (m *Machine) deviceRemoved(alias string) {
+	m.removalMu.Lock()
+	defer m.removalMu.Unlock()
+	if ch, ok := m.removals[alias]; ok {
+		close(ch)
+		delete(m.removals, alias)
+	}
 }
