@@ -95,6 +95,9 @@ type RestoreSpec struct {
 	// wakes from its own full saved state instead of the snapshot's.
 	Hibernated json.RawMessage
 	DiskMiB    int
+	// Volumes are volumes the snapshot's state already holds (a fork's
+	// branches): QEMU starts with them where the state expects them.
+	Volumes []VolumeDisk
 }
 
 // Committer is a Machine that keeps what recovery may need until the
@@ -174,6 +177,11 @@ type SnapshotOptions struct {
 	// desktops, which a host reboot ends anyway: their memory may stay in
 	// RAM (tmpfs) instead of being written to disk.
 	Ephemeral bool
+	// VolumeTops, by slot, are the new top layers the machine's read-write
+	// volumes go on on at the snapshot's instant (a fork): each old top is
+	// frozen, and the snapshot's state holds the volume devices, so every
+	// restore of it needs a volume in those slots (RestoreSpec.Volumes).
+	VolumeTops map[int]string
 }
 
 // GuestAgent sends qemu-guest-agent commands (QGA's JSON protocol).
@@ -212,6 +220,8 @@ type VolumeDisk struct {
 	Serial   string   `json:"serial"`
 	Layers   []string `json:"layers"`
 	ReadOnly bool     `json:"read_only,omitempty"`
+	// SizeMiB is the volume's size.
+	SizeMiB int `json:"size_mib,omitempty"`
 }
 
 // VolumeMachine is a Machine that takes volumes while it runs. A machine
@@ -221,4 +231,12 @@ type VolumeMachine interface {
 	AttachVolume(ctx context.Context, v VolumeDisk) error
 	// DetachVolume unplugs a slot's disk once the guest let it go.
 	DetachVolume(ctx context.Context, slot int) error
+	// Volumes are the volumes the machine holds now.
+	Volumes() []VolumeDisk
+}
+
+// VolumeForker is a VolumeMachine whose snapshots carry its volumes
+// (SnapshotOptions.VolumeTops), so a fork branches them.
+type VolumeForker interface {
+	ForksVolumes()
 }

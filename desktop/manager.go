@@ -312,13 +312,26 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error
 		return Desktop{}, err
 	}
 	defer release()
-	return m.create(ctx, req, snap, "")
+	return m.create(ctx, req, snap, createPlan{})
+}
+
+// createPlan is what a fork's copy brings to create: its source, its id
+// (chosen before, to name its volume branches), and the volumes the
+// snapshot's state already holds, mounted.
+type createPlan struct {
+	forkOf  string
+	id      string
+	inState []volume.Mount
+	disks   []VolumeDisk
 }
 
 // create restores one desktop; the caller holds its reservation.
-func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, forkOf string) (Desktop, error) {
+func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, plan createPlan) (Desktop, error) {
 	now := m.now().UTC()
-	id := NewID("d-")
+	forkOf, id := plan.forkOf, plan.id
+	if id == "" {
+		id = NewID("d-")
+	}
 	d := Desktop{
 		ID: id, Name: req.Name, Snapshot: snap.Name, State: StateCreating, Network: req.Network.Normalized(),
 		Resources: Resources{CPUs: snap.Manifest.Machine.CPUs, MemoryMiB: snap.Manifest.Machine.MemoryMiB, DiskMiB: req.DiskMiB},
@@ -343,7 +356,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	if err != nil {
 		return Desktop{}, err
 	}
-	releaseVolumes, err := m.claimVolumes(id, mounts)
+	claims := mounts
+	if plan.inState != nil {
+		claims = plan.inState
+	}
+	releaseVolumes, err := m.claimVolumes(id, claims)
 	if err != nil {
 		return Desktop{}, err
 	}
@@ -365,7 +382,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	// abort a restore half-way.
 	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
 	defer cancel()
-	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: req.DiskMiB})
+	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: req.DiskMiB, Volumes: plan.disks})
 	if err != nil {
 		m.forget(id)
 		m.store.DeleteDesktop(id)
@@ -376,6 +393,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	e.m = mach
 	e.d.State = StateRunning
 	e.d.Machine = mach.Record()
+	e.d.Volumes = plan.inState
 	d = e.d
 	e.mu.Unlock()
 	if err := m.store.PutDesktop(d); err != nil {

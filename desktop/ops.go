@@ -19,23 +19,23 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, erro
 	}
 	e.op.Lock()
 	defer e.op.Unlock()
-	return m.snapshotLocked(ctx, e, name, false)
+	return m.snapshotLocked(ctx, e, name, false, nil)
 }
 
 // snapshotLocked snapshots a desktop whose op lock the caller holds.
-func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, ephemeral bool) (Snapshot, error) {
+// A fork's snapshot (ephemeral) freezes the desktop's read-write volumes
+// onto the new tops in volumeTops; a kept snapshot refuses volumes.
+func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, ephemeral bool, volumeTops map[int]string) (Snapshot, error) {
 	e.mu.Lock()
 	d, mach := e.d, e.m
 	e.mu.Unlock()
 	if !d.State.Live() || mach == nil {
 		return Snapshot{}, &TransitionError{ID: d.ID, From: d.State, Action: "snapshot"}
 	}
-	action := "snapshot"
-	if ephemeral {
-		action = "fork"
-	}
-	if err := refuseWithVolumes(d, action); err != nil {
-		return Snapshot{}, err
+	if !ephemeral {
+		if err := refuseWithVolumes(d); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	parent, err := m.catalog.Get(d.Snapshot)
 	if err != nil {
@@ -48,7 +48,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	defer draft.Abort()
 	sctx, cancel := context.WithTimeout(m.base, 5*time.Minute)
 	defer cancel()
-	shape, err := mach.Snapshot(sctx, draft.Dir, SnapshotOptions{Ephemeral: ephemeral})
+	shape, err := mach.Snapshot(sctx, draft.Dir, SnapshotOptions{Ephemeral: ephemeral, VolumeTops: volumeTops})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
 	}
@@ -109,7 +109,16 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 		m.collectSnapshots([]string{name})
 	}()
 	e.op.Lock()
-	snap, err := m.snapshotLocked(ctx, e, name, true)
+	src = e.snapshot()
+	tops, err := m.planForkVolumes(e, src)
+	var snap Snapshot
+	if err == nil {
+		snap, err = m.snapshotLocked(ctx, e, name, true, tops)
+	}
+	var frozen map[int]volumeState
+	if len(tops) > 0 {
+		frozen = m.recordForkVolumes(e, src, tops)
+	}
 	e.op.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", id, err)
@@ -117,6 +126,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	Fault(FaultForkSnapshotted)
 	copies := make([]Desktop, n)
 	errs := make([]error, n)
+	branches := make([][]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -126,7 +136,18 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			if src.Name != src.ID {
 				req.Name = fmt.Sprintf("%s-fork%d", src.Name, i+1)
 			}
-			copies[i], errs[i] = m.create(ctx, req, snap, id)
+			plan := createPlan{forkOf: id, id: NewID("d-")}
+			if len(src.Volumes) > 0 {
+				copyName := req.Name
+				if copyName == "" {
+					copyName = plan.id
+				}
+				plan.inState, plan.disks, branches[i], errs[i] = m.branchVolumes(ctx, src, frozen, copyName)
+				if errs[i] != nil {
+					return
+				}
+			}
+			copies[i], errs[i] = m.create(ctx, req, snap, plan)
 		}()
 	}
 	wg.Wait()
@@ -135,6 +156,13 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			for _, c := range copies {
 				if c.ID != "" {
 					m.Delete(context.WithoutCancel(ctx), c.ID)
+				}
+			}
+			for _, bs := range branches {
+				for _, b := range bs {
+					if rerr := m.vols.Remove(b); rerr != nil {
+						m.log.Warn("remove the volume branch of a failed fork", "volume", b, "err", rerr)
+					}
 				}
 			}
 			m.collectSnapshots([]string{snap.Name})

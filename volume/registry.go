@@ -205,6 +205,9 @@ func (r *Registry) make(ctx context.Context, req CreateRequest, base Volume) (Vo
 	return v, nil
 }
 
+// NewLayerPath names a new layer file; nothing is made.
+func (r *Registry) NewLayerPath() string { return r.newLayerPath() }
+
 func (r *Registry) newLayerPath() string {
 	b := make([]byte, 8)
 	rand.Read(b)
@@ -323,6 +326,59 @@ func (r *Registry) Freeze(ctx context.Context, name, snap string) (Volume, error
 	}
 	r.vols[snap], r.vols[name] = s, next
 	return s, nil
+}
+
+// Advance records that a volume went on on new top layers (a fork froze
+// its top under a running machine): layers must extend its chain.
+func (r *Registry) Advance(name string, layers []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, err := r.getLocked(name)
+	if err != nil {
+		return err
+	}
+	if len(layers) <= len(v.Layers) || !slices.Equal(layers[:len(v.Layers)], v.Layers) {
+		return fmt.Errorf("%w: volume %s: layers %v do not extend %v", ErrConflict, name, layers, v.Layers)
+	}
+	v.Layers = slices.Clone(layers)
+	if err := r.cfg.Store.PutVolume(v); err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	r.vols[name] = v
+	return nil
+}
+
+// Branch makes volume name, a branch of src on its frozen layers (a
+// fork's copy): a new top layer over them.
+func (r *Registry) Branch(ctx context.Context, name string, src Volume, frozen []string) (Volume, error) {
+	if err := ValidName(name); err != nil {
+		return Volume{}, err
+	}
+	if len(frozen) == 0 || len(frozen) >= MaxLayers {
+		return Volume{}, fmt.Errorf("%w: branch %s of %s: %d layers", ErrInvalid, name, src.Name, len(frozen))
+	}
+	r.mu.Lock()
+	if _, ok := r.vols[name]; ok {
+		r.mu.Unlock()
+		return Volume{}, fmt.Errorf("%w: volume %s exists; a fork names its copies' branches VOLUME-COPY: rename or remove it", ErrConflict, name)
+	}
+	r.vols[name] = Volume{Name: name, Layers: []string{""}}
+	r.mu.Unlock()
+	top := r.newLayerPath()
+	err := r.overlay(ctx, top, frozen[len(frozen)-1])
+	v := Volume{Name: name, SizeMiB: src.SizeMiB, Layers: append(slices.Clone(frozen), top), CreatedAt: time.Now().UTC(), BranchOf: src.Name, Filled: true}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		err = r.cfg.Store.PutVolume(v)
+	}
+	if err != nil {
+		delete(r.vols, name)
+		os.Remove(top)
+		return Volume{}, fmt.Errorf("volume %s: %w", name, err)
+	}
+	r.vols[name] = v
+	return v, nil
 }
 
 // MarkFilled records that a volume has been written (attached read-write).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -224,5 +225,55 @@ func TestRegistryRefusesAndRecovers(t *testing.T) {
 	}
 	if err := CheckAttach(v, nil, "d-a", ReadWrite); !errors.Is(err, ErrDamaged) {
 		t.Errorf("attach a damaged volume: %v", err)
+	}
+}
+
+// A fork's bookkeeping: the volume advances onto a new top over its old
+// one, and a branch starts from the old one; each keeps its own content.
+func TestRegistryAdvanceAndBranch(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{vols: map[string]Volume{}}
+	r := openRegistry(t, st, t.TempDir())
+	v, err := r.Create(ctx, CreateRequest{Name: "ws", SizeMiB: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Import(ctx, "ws", bytes.NewReader(tarOf(t, map[string]string{"f": "base"}))); err != nil {
+		t.Fatal(err)
+	}
+	v, _ = r.Get("ws")
+	next := r.NewLayerPath()
+	if err := r.overlay(ctx, next, v.Top()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Advance("ws", []string{"/elsewhere.qcow2", next}); !errors.Is(err, ErrConflict) {
+		t.Errorf("an advance that does not extend the chain: %v", err)
+	}
+	if err := r.Advance("ws", append(slices.Clone(v.Layers), next)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Branch(ctx, BranchName("ws", "d-1"), v, v.Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.BranchOf != "ws" || len(b.Layers) != 2 || b.Layers[0] != v.Layers[0] || b.SizeMiB != 32 {
+		t.Errorf("branch %+v", b)
+	}
+	if _, err := r.Branch(ctx, b.Name, v, v.Layers); !errors.Is(err, ErrConflict) {
+		t.Errorf("a second branch of that name: %v", err)
+	}
+	var out bytes.Buffer
+	if err := r.Export(ctx, b.Name, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := filesOf(t, out.Bytes()); got["f"] != "base" {
+		t.Errorf("the branch holds %v", got)
+	}
+	// Removing the volume keeps the layer its branch stands on.
+	if err := r.Remove("ws"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.Layers[0]); err != nil {
+		t.Errorf("the branch's base went with the volume: %v", err)
 	}
 }

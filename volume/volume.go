@@ -246,3 +246,19 @@ func FreeSlot(taken []Mount) int {
 // Serial is the disk serial the guest sees for a slot: how the guest finds
 // the disk (/sys/block/vd*/serial).
 func Serial(slot int) string { return fmt.Sprintf("wdvol%d", slot) }
+
+// BranchName names the branch of volume v a fork's copy gets: v, a dash
+// and the copy's name, cut to a valid name with a hash of the whole kept,
+// so two long names do not collide.
+func BranchName(v, copyName string) string {
+	n := v + "-" + copyName
+	if len(n) <= 63 {
+		return n
+	}
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(n); i++ {
+		h ^= uint32(n[i])
+		h *= 16777619
+	}
+	return fmt.Sprintf("%s-%08x", strings.TrimRight(n[:54], "-._"), h)
+}

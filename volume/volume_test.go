@@ -118,3 +118,19 @@ func TestFreeSlot(t *testing.T) {
 		t.Errorf("serial %q", Serial(3))
 	}
 }
+
+func TestBranchName(t *testing.T) {
+	if got := BranchName("ws", "d-0123"); got != "ws-d-0123" {
+		t.Errorf("short: %q", got)
+	}
+	long := strings.Repeat("v", 40)
+	a, b := BranchName(long, strings.Repeat("c", 30)+"1"), BranchName(long, strings.Repeat("c", 30)+"2")
+	if a == b {
+		t.Errorf("two long names collide: %q", a)
+	}
+	for _, n := range []string{a, b, BranchName("x", strings.Repeat("-", 70))} {
+		if err := ValidName(n); err != nil {
+			t.Errorf("%q: %v", n, err)
+		}
+	}
+}

@@ -274,6 +274,9 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	if spec.Hibernated != nil {
 		return d.wake(ctx, spec)
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, fmt.Errorf("%w: the libvirt driver does not restore a fork's volumes yet", desktop.ErrInvalid)
+	}
 	if err := d.checkSnapshot(spec.Snapshot); err != nil {
 		return nil, err
 	}

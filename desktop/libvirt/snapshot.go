@@ -19,6 +19,9 @@ import (
 // (from Boot) is saved as it is and ends; a running desktop is copied into
 // a new template domain first and keeps running.
 func (m *Machine) Snapshot(ctx context.Context, dir string, opts desktop.SnapshotOptions) (desktop.MachineShape, error) {
+	if len(opts.VolumeTops) > 0 {
+		return desktop.MachineShape{}, fmt.Errorf("%w: the libvirt driver does not branch volumes on fork yet", desktop.ErrInvalid)
+	}
 	if m.record().Template {
 		return m.saveTemplate(ctx, dir)
 	}

@@ -106,3 +106,6 @@ func (m *Machine) deviceRemoved(alias string) {
 		delete(m.removals, alias)
 	}
 }
+
+// Volumes are the volumes the domain holds now.
+func (m *Machine) Volumes() []desktop.VolumeDisk { return slices.Clone(m.record().Volumes) }

@@ -344,10 +344,15 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	if err := d.checkSnapshot(spec.Snapshot); err != nil {
 		return nil, err
 	}
-	m := d.pool.take(spec.Snapshot)
+	// Pooled machines have no volumes: a restore whose state holds some
+	// (a fork's copy) spawns its own.
+	var m *Machine
+	if len(spec.Volumes) == 0 {
+		m = d.pool.take(spec.Snapshot)
+	}
 	if m == nil {
 		var err error
-		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot); err != nil {
+		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot, spec.Volumes); err != nil {
 			return nil, err
 		}
 	}
@@ -386,7 +391,7 @@ func (d *Driver) refillAfter(id string) {
 }
 
 // spawnClone starts QEMU for a clone of s, waiting for migrate-incoming.
-func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot) (*Machine, error) {
+func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot, vols []desktop.VolumeDisk) (*Machine, error) {
 	dirs, err := d.machineDirs(id)
 	if err != nil {
 		return nil, err
@@ -394,6 +399,7 @@ func (d *Driver) spawnClone(ctx context.Context, id string, s desktop.Snapshot) 
 	rec := record{
 		ID: id, Dirs: dirs, Snapshot: s.Name,
 		Shape: s.Manifest.Machine, Disk: dirs.Path("disk-0.qcow2"), DiskNode: qemuvm.DiskNodeID,
+		Volumes: vols,
 	}
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
 		rec.Remove()

@@ -170,7 +170,7 @@ func (p *pool) run() {
 			if !ok {
 				break
 			}
-			m, err := p.d.spawnClone(p.ctx, desktop.NewID("pool-"), s)
+			m, err := p.d.spawnClone(p.ctx, desktop.NewID("pool-"), s, nil)
 			if err != nil {
 				p.d.log.Warn("warm pool: spawn failed", "snapshot", s.Name, "err", err)
 				retry = time.After(retryAfter)

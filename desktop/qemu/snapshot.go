@@ -138,6 +138,9 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 	if err := m.freezeDisk(ctx, filepath.Join(dir, desktop.FileDisk)); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 	}
+	if err := m.freezeVolumes(ctx, opts.VolumeTops); err != nil {
+		return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
+	}
 	phase("disk_frozen")
 	// Should the template die (out of space after all), stop waiting.
 	mctx, mcancel := context.WithCancelCause(ctx)
@@ -203,6 +206,9 @@ func (d *Driver) spawnTemplate(ctx context.Context, src record, memPath, draft s
 	err = markDraft(dirs.RunDir, draft)
 	if err == nil {
 		err = qemuvm.CreateBlank(ctx, d.opts.QemuImg, rec.Disk, diskSize)
+	}
+	if err == nil {
+		rec.Volumes, err = d.templateVolumes(ctx, src.Volumes, filepath.Dir(rec.Disk))
 	}
 	if err != nil {
 		rec.Remove()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -163,4 +164,90 @@ func volumeFiles(vols []desktop.VolumeDisk, cfg *Config, extra *[]*os.File) ([]*
 		cfg.Volumes = append(cfg.Volumes, VolumeFDs{Disk: v, FDs: fds})
 	}
 	return all, nil
+}
+
+// Volumes are the volumes the machine holds now.
+func (m *Machine) Volumes() []desktop.VolumeDisk { return slices.Clone(m.record().Volumes) }
+
+// ForksVolumes: a snapshot of this machine carries its volumes.
+func (m *Machine) ForksVolumes() {}
+
+// freezeVolumes moves each read-write volume with a new top in tops onto
+// it, at the snapshot's instant (the machine is stopped): the new layer is
+// made over the old top, opened through an fd set and put above it
+// (blockdev-snapshot). The old top is never written again; a fork's
+// branches share it. The record follows each switch as it happens.
+func (m *Machine) freezeVolumes(ctx context.Context, tops map[int]string) error {
+	for _, v := range m.record().Volumes {
+		next, ok := tops[v.Slot]
+		if !ok || v.ReadOnly {
+			continue
+		}
+		if err := m.freezeVolume(ctx, v, next); err != nil {
+			return fmt.Errorf("volume in slot %d: %w", v.Slot, err)
+		}
+	}
+	return nil
+}
+
+func (m *Machine) freezeVolume(ctx context.Context, v desktop.VolumeDisk, next string) error {
+	layer := len(v.Layers)
+	if err := m.drv.createOverlay(ctx, next, v.Layers[layer-1]); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(next, os.O_RDWR, 0)
+	if err != nil {
+		os.Remove(next)
+		return err
+	}
+	defer f.Close()
+	set := qemuvm.VolumeFDSet(v.Slot, layer)
+	if err := m.qmp.ExecuteWithFD(ctx, "add-fd", map[string]any{"fdset-id": set}, int(f.Fd()), nil); err != nil {
+		os.Remove(next)
+		return fmt.Errorf("add-fd: %w", err)
+	}
+	grown := v
+	grown.Layers = append(slices.Clone(v.Layers), next)
+	add := qemuvm.VolumeBlockdev(grown, layer)
+	add["backing"] = nil // blockdev-snapshot sets it
+	node := qemuvm.VolumeNode(v.Slot, layer)
+	undo := func() {
+		m.qmp.Execute(context.WithoutCancel(ctx), "remove-fd", map[string]any{"fdset-id": set}, nil)
+		os.Remove(next)
+	}
+	if err := m.qmp.Execute(ctx, "blockdev-add", add, nil); err != nil {
+		undo()
+		return fmt.Errorf("blockdev-add: %w", err)
+	}
+	if err := m.qmp.Execute(ctx, "blockdev-snapshot", map[string]any{"node": qemuvm.VolumeNode(v.Slot, layer-1), "overlay": node}, nil); err != nil {
+		m.qmp.Execute(context.WithoutCancel(ctx), "blockdev-del", map[string]any{"node-name": node}, nil)
+		undo()
+		return fmt.Errorf("blockdev-snapshot: %w", err)
+	}
+	m.mu.Lock()
+	for i := range m.rec.Volumes {
+		if m.rec.Volumes[i].Slot == v.Slot {
+			m.rec.Volumes[i].Layers = grown.Layers
+		}
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// templateVolumes are blank stand-ins, in dir, for the volumes a template
+// receives in a migration: it never runs, so their content does not
+// matter, only that the devices are there.
+func (d *Driver) templateVolumes(ctx context.Context, vols []desktop.VolumeDisk, dir string) ([]desktop.VolumeDisk, error) {
+	var out []desktop.VolumeDisk
+	for _, v := range vols {
+		size := int64(max(v.SizeMiB, 16)) << 20
+		blank := filepath.Join(dir, fmt.Sprintf("volume-%d.qcow2", v.Slot))
+		if err := qemuvm.CreateBlank(ctx, d.opts.QemuImg, blank, size); err != nil {
+			return nil, err
+		}
+		// Read-only as the source's: a read-only disk offers the guest
+		// another feature, which the migrated state must find again.
+		out = append(out, desktop.VolumeDisk{Slot: v.Slot, Serial: v.Serial, Layers: []string{blank}, ReadOnly: v.ReadOnly, SizeMiB: v.SizeMiB})
+	}
+	return out, nil
 }

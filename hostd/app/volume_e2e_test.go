@@ -123,8 +123,45 @@ func testVolumes(t *testing.T, driver string) {
 	}
 	err = h.c.RemoveVolume(ctx, "ws")
 	wantStatus(t, "removing an attached volume", err, http.StatusConflict, b.ID)
-	_, err = h.c.Fork(ctx, b.ID, 1)
-	wantStatus(t, "a fork of a desktop holding a volume", err, http.StatusConflict, "detach")
+	_, err = h.c.Snapshot(ctx, b.ID, "with-volume")
+	wantStatus(t, "a kept snapshot of a desktop holding a volume", err, http.StatusConflict, "detach")
+
+	// A fork branches the volume: each copy writes its own branch, and B's
+	// stays as it was.
+	if driver == "libvirt" {
+		_, err = h.c.Fork(ctx, b.ID, 2)
+		wantStatus(t, "a fork with a volume on libvirt", err, http.StatusBadRequest, "does not branch volumes")
+	} else {
+		copies, err := h.c.Fork(ctx, b.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range copies {
+			made = append(made, c.ID)
+			if len(c.Volumes) != 1 || c.Volumes[0].Name != "ws-"+c.ID || c.Volumes[0].Mount != "/data" {
+				t.Fatalf("copy %s has volumes %+v, want its branch ws-%s at /data", c.ID, c.Volumes, c.ID)
+			}
+			line := "copy" + string(rune('1'+i))
+			if got := mustShell(t, h, c.ID, "echo "+line+" >> /data/notes.txt && cat /data/notes.txt"); got != "from-A\n"+line {
+				t.Errorf("copy %s reads %q after its write", c.ID, got)
+			}
+		}
+		if got := mustShell(t, h, b.ID, "cat /data/notes.txt"); got != "from-A" {
+			t.Errorf("the copies' writes reached B: %q", got)
+		}
+		for _, c := range copies {
+			if err := h.c.DeleteDesktop(ctx, c.ID); err != nil {
+				t.Fatal(err)
+			}
+			br, err := h.c.Volume(ctx, "ws-"+c.ID)
+			if err != nil || len(br.AttachedTo) != 0 {
+				t.Fatalf("branch of %s after its delete: %+v, %v", c.ID, br, err)
+			}
+			if err := h.c.RemoveVolume(ctx, "ws-"+c.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
 	// Hibernate and wake keep it mounted.
 	if _, err := h.c.Op(ctx, b.ID, "hibernate"); err != nil {

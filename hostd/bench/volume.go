@@ -15,6 +15,7 @@ var volumeKeys = []string{
 	"create_novolume_p50_ms", "create_novolume_p95_ms", "create_novolume_max_ms",
 	"create_volume_p50_ms", "create_volume_p95_ms", "create_volume_max_ms",
 	"volume_attach_added_p50_ms", "attach_running_p50_ms", "attach_running_p95_ms", "attach_running_max_ms",
+	"fork3_novolume_p50_ms", "fork3_volume_p50_ms", "fork3_volume_over_novolume_ratio",
 }
 
 // openVolumes gives the run's Manager a volume registry of its own.
@@ -86,5 +87,49 @@ func (e *env) volumeSuite(ctx context.Context) error {
 	}
 	e.res.dist("attach_running", &attach)
 	e.progress("  attach to a running desktop: p50 %s", attach.Percentile(50))
+	return e.forkWithVolume(ctx, src.ID, name)
+}
+
+// forkWithVolume measures fork x3 of a desktop holding a read-write
+// volume (each copy gets its own branch) beside fork x3 of the same
+// desktop without it, alternating.
+func (e *env) forkWithVolume(ctx context.Context, id, name string) error {
+	rounds := max(1, min(e.opts.N/5, 3))
+	var without, with Dist
+	for range rounds {
+		for _, attached := range []bool{false, true} {
+			if attached {
+				if _, err := e.mgr.AttachVolume(ctx, id, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
+					return err
+				}
+			}
+			start := time.Now()
+			copies, err := e.mgr.Fork(ctx, id, 3)
+			took := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("fork x3 (volume %v): %w", attached, err)
+			}
+			for _, c := range copies {
+				e.mgr.Delete(context.WithoutCancel(ctx), c.ID)
+				for _, v := range c.Volumes {
+					e.mgr.RemoveVolume(v.Name)
+				}
+			}
+			if attached {
+				with.Add(took)
+				if _, err := e.mgr.DetachVolume(ctx, id, name); err != nil {
+					return err
+				}
+			} else {
+				without.Add(took)
+			}
+		}
+	}
+	e.res.set("fork3_novolume_p50_ms", ms(without.Percentile(50)))
+	e.res.set("fork3_volume_p50_ms", ms(with.Percentile(50)))
+	if p := without.Percentile(50); p > 0 {
+		e.res.set("fork3_volume_over_novolume_ratio", float64(with.Percentile(50))/float64(p))
+	}
+	e.progress("  fork x3 with a volume: p50 %s against %s without", with.Percentile(50), without.Percentile(50))
 	return nil
 }
