@@ -205,6 +205,9 @@ type CreateRequest struct {
 
 func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 	shape := snap.Manifest.Machine
+	if len(snap.Manifest.VolumeSlots) > 0 {
+		return fmt.Errorf("%w: snapshot %s is a fork's template holding its desktop's volumes: only that fork's copies restore from it; fork the desktop instead", ErrInvalid, snap.Name)
+	}
 	if err := CheckNetwork(req.Network); err != nil {
 		return err
 	}

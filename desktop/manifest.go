@@ -42,6 +42,10 @@ type Manifest struct {
 	// runs after its restore (a recipe's on_create); a snapshot of a live
 	// desktop keeps its parent's.
 	OnCreate []string `json:"on_create,omitempty"`
+	// VolumeSlots are the hot-plug slots whose volume devices its state
+	// holds (a fork's template): only the fork's copies, which bring their
+	// volumes, restore from it.
+	VolumeSlots []int `json:"volume_slots,omitempty"`
 
 	Machine MachineShape       `json:"machine"`
 	Image   ImageRef           `json:"image"`

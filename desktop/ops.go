@@ -52,9 +52,13 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
 	}
+	var slots []int
+	for _, v := range d.Volumes {
+		slots = append(slots, v.Slot)
+	}
 	snap, err := draft.Commit(&Manifest{
 		BakedBy: m.drv.Name(), Ephemeral: ephemeral, Parent: parent.Name, Source: d.ID,
-		Machine: shape, Image: parent.Manifest.Image, OnCreate: parent.Manifest.OnCreate,
+		Machine: shape, Image: parent.Manifest.Image, OnCreate: parent.Manifest.OnCreate, VolumeSlots: slots,
 	})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", d.ID, err)
