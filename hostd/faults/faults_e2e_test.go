@@ -388,3 +388,45 @@ func (h *host) checkAnswers(ctx context.Context, id string) {
 		h.fail("input to %s: %v (%+v)", id, err, apiErr)
 	}
 }
+
+// TestKillWithVolumeAttached: hostd killed with SIGKILL while a desktop
+// holds a volume read-write; the next hostd finds the desktop with its
+// volume mounted, readable and writable, and still refuses a second
+// writer.
+func TestKillWithVolumeAttached(t *testing.T) {
+	testenv.SkipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	h := newHost(t)
+	h.start("")
+	if _, err := h.c.CreateVolume(ctx, api.CreateVolume{Name: "ws", SizeMiB: 32}); err != nil {
+		h.fail("create volume: %v", err)
+	}
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: h.snapshot, Volumes: []api.VolumeMount{{Name: "ws", Mount: "/workspace"}}})
+	if err != nil {
+		h.fail("create: %v", err)
+	}
+	shell := func(line string) string {
+		res, err := h.c.Exec(ctx, d.ID, api.ExecRequest{Shell: line, Timeout: api.Duration(time.Minute)})
+		if err != nil || res.ExitCode != 0 {
+			h.fail("%q: %+v, %v", line, res, err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	shell("echo before > /workspace/f")
+	h.cmd.Process.Kill()
+	<-h.exited
+	h.cmd = nil
+	h.start("")
+	got, err := h.c.Desktop(ctx, d.ID)
+	if err != nil || got.State != "running" || len(got.Volumes) != 1 {
+		h.fail("after the kill: %+v, %v", got, err)
+	}
+	if out := shell("echo after >> /workspace/f && cat /workspace/f"); out != "before\nafter" {
+		h.fail("after the kill the volume reads %q", out)
+	}
+	if _, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: h.snapshot, Volumes: []api.VolumeMount{{Name: "ws", Mount: "/w"}}}); err == nil {
+		h.fail("a second writer was let in after the restart")
+	}
+	h.stop(ctx)
+}
