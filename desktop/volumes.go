@@ -144,14 +144,12 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 	if !d.State.Live() {
 		return d, &TransitionError{ID: id, From: d.State, Action: "attach a volume to"}
 	}
-	for _, have := range d.Volumes {
-		if have.Mount == req.Mount || strings.HasPrefix(req.Mount, have.Mount+"/") || strings.HasPrefix(have.Mount, req.Mount+"/") {
-			return d, fmt.Errorf("%w: mount %s overlaps volume %s at %s", ErrInvalid, req.Mount, have.Name, have.Mount)
-		}
+	// With the volumes it holds: no mount inside another, no more than
+	// its slots.
+	if err := volume.ValidateSet(append(slices.Clone(d.Volumes), req)); err != nil {
+		return d, err
 	}
-	if req.Slot = volume.FreeSlot(d.Volumes); req.Slot < 0 {
-		return d, fmt.Errorf("%w: desktop %s holds %d volumes, the most it can; detach one first", ErrConflict, id, len(d.Volumes))
-	}
+	req.Slot = volume.FreeSlot(d.Volumes)
 	release, err := m.claimVolume(req.Name, id, req.Mode)
 	if err != nil {
 		return d, err
