@@ -67,13 +67,16 @@ func testVolumes(t *testing.T, driver string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var made []string
-	t.Cleanup(func() {
+	// Registered after each openHost, so it runs before that host closes
+	// (cleanups run last first).
+	deleteMade := func() {
 		for _, id := range made {
 			if h.srv != nil {
 				h.c.DeleteDesktop(context.Background(), id)
 			}
 		}
-	})
+	}
+	t.Cleanup(deleteMade)
 	create := func(req api.CreateDesktop) api.Desktop {
 		t.Helper()
 		req.Snapshot = snap
@@ -175,6 +178,7 @@ func testVolumes(t *testing.T, driver string) {
 	// A restart of hostd finds B with its volume, still writable.
 	h.close()
 	h = openHost(t, cfg)
+	t.Cleanup(deleteMade)
 	if d, err := h.c.Desktop(ctx, b.ID); err != nil || len(d.Volumes) != 1 || d.State != "running" {
 		t.Fatalf("after a restart B is %+v, %v", d, err)
 	}
