@@ -35,11 +35,11 @@ type Config struct {
 	RunAs *qemuvm.Owner
 }
 
-// VolumeFDs is a volume and the descriptor numbers its layers have in
-// QEMU.
+// VolumeFDs is a volume and the descriptor numbers each of its layers
+// has in QEMU.
 type VolumeFDs struct {
 	Disk desktop.VolumeDisk
-	FDs  []int
+	FDs  [][]int
 }
 
 // Argv builds QEMU's command line (without the binary). It is a pure

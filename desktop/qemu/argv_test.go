@@ -123,8 +123,8 @@ func TestArgvGoldenWakeWithVolumes(t *testing.T) {
 		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
 		NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
 		Volumes: []VolumeFDs{
-			{Disk: desktop.VolumeDisk{Slot: 0, Serial: "wdvol0", Layers: []string{"/v/base.qcow2", "/v/top.qcow2"}}, FDs: []int{4, 5}},
-			{Disk: desktop.VolumeDisk{Slot: 2, Serial: "wdvol2", Layers: []string{"/v/ro.qcow2"}, ReadOnly: true}, FDs: []int{6}},
+			{Disk: desktop.VolumeDisk{Slot: 0, Serial: "wdvol0", Layers: []string{"/v/base.qcow2", "/v/top.qcow2"}}, FDs: [][]int{{4}, {5, 6}}},
+			{Disk: desktop.VolumeDisk{Slot: 2, Serial: "wdvol2", Layers: []string{"/v/ro.qcow2"}, ReadOnly: true}, FDs: [][]int{{7}}},
 		},
 	}))
 }

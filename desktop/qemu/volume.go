@@ -17,23 +17,52 @@ import (
 
 var _ desktop.VolumeMachine = (*Machine)(nil)
 
-// openVolume opens a volume's layers as QEMU gets them: every layer
-// read-only but the top of a read-write volume.
-func openVolume(v desktop.VolumeDisk) ([]*os.File, error) {
-	var files []*os.File
+// openVolume opens a volume's layers as QEMU gets them, one list of
+// descriptors per layer: read-only for every layer, and for the top of a
+// read-write volume also read-write. QEMU reopens a layer read-only when
+// it stops writing it (a fork's freeze puts a new top over it); through an
+// fd set it can only take a descriptor of the right mode, and without one
+// it would keep its write lock, which the fork's copies must not meet.
+func openVolume(v desktop.VolumeDisk) ([][]*os.File, error) {
+	var layers [][]*os.File
 	for i, p := range v.Layers {
-		flag := os.O_RDONLY
-		if i == len(v.Layers)-1 && !v.ReadOnly {
-			flag = os.O_RDWR
-		}
-		f, err := os.OpenFile(p, flag, 0)
+		files, err := openLayer(p, i == len(v.Layers)-1 && !v.ReadOnly)
 		if err != nil {
-			closeAll(files)
+			for _, fs := range layers {
+				closeAll(fs)
+			}
 			return nil, fmt.Errorf("volume layer: %w", err)
 		}
-		files = append(files, f)
+		layers = append(layers, files)
 	}
-	return files, nil
+	return layers, nil
+}
+
+// openLayer opens one layer read-only, and read-write too when writable.
+func openLayer(path string, writable bool) ([]*os.File, error) {
+	ro, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if !writable {
+		return []*os.File{ro}, nil
+	}
+	rw, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		ro.Close()
+		return nil, err
+	}
+	return []*os.File{rw, ro}, nil
+}
+
+// addFDs hands each descriptor of a layer to QEMU in the layer's fd set.
+func (m *Machine) addFDs(ctx context.Context, set int, files []*os.File) error {
+	for _, f := range files {
+		if err := m.qmp.ExecuteWithFD(ctx, "add-fd", map[string]any{"fdset-id": set}, int(f.Fd()), nil); err != nil {
+			return fmt.Errorf("add-fd: %w", err)
+		}
+	}
+	return nil
 }
 
 func closeAll(files []*os.File) {
@@ -54,11 +83,15 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 			return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, v.Slot)
 		}
 	}
-	files, err := openVolume(v)
+	layers, err := openVolume(v)
 	if err != nil {
 		return err
 	}
-	defer closeAll(files) // QEMU keeps its own copies
+	defer func() { // QEMU keeps its own copies
+		for _, fs := range layers {
+			closeAll(fs)
+		}
+	}()
 	var undo []func(context.Context)
 	rollback := func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -67,13 +100,13 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 			undo[i](uctx)
 		}
 	}
-	for i, f := range files {
+	for i, files := range layers {
 		set := qemuvm.VolumeFDSet(v.Slot, i)
-		if err := m.qmp.ExecuteWithFD(ctx, "add-fd", map[string]any{"fdset-id": set}, int(f.Fd()), nil); err != nil {
-			rollback()
-			return fmt.Errorf("volume: add-fd: %w", err)
-		}
 		undo = append(undo, func(c context.Context) { m.qmp.Execute(c, "remove-fd", map[string]any{"fdset-id": set}, nil) })
+		if err := m.addFDs(ctx, set, files); err != nil {
+			rollback()
+			return fmt.Errorf("volume: %w", err)
+		}
 	}
 	for i := range v.Layers {
 		if err := m.qmp.Execute(ctx, "blockdev-add", qemuvm.VolumeBlockdev(v, i), nil); err != nil {
@@ -150,17 +183,19 @@ func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
 func volumeFiles(vols []desktop.VolumeDisk, cfg *Config, extra *[]*os.File) ([]*os.File, error) {
 	var all []*os.File
 	for _, v := range vols {
-		files, err := openVolume(v)
+		layers, err := openVolume(v)
 		if err != nil {
 			closeAll(all)
 			return nil, err
 		}
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = 3 + len(*extra)
-			*extra = append(*extra, f)
+		fds := make([][]int, len(layers))
+		for i, files := range layers {
+			for _, f := range files {
+				fds[i] = append(fds[i], 3+len(*extra))
+				*extra = append(*extra, f)
+				all = append(all, f)
+			}
 		}
-		all = append(all, files...)
 		cfg.Volumes = append(cfg.Volumes, VolumeFDs{Disk: v, FDs: fds})
 	}
 	return all, nil
@@ -195,16 +230,17 @@ func (m *Machine) freezeVolume(ctx context.Context, v desktop.VolumeDisk, next s
 	if err := m.drv.createOverlay(ctx, next, v.Layers[layer-1]); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(next, os.O_RDWR, 0)
+	files, err := openLayer(next, true)
 	if err != nil {
 		os.Remove(next)
 		return err
 	}
-	defer f.Close()
+	defer closeAll(files)
 	set := qemuvm.VolumeFDSet(v.Slot, layer)
-	if err := m.qmp.ExecuteWithFD(ctx, "add-fd", map[string]any{"fdset-id": set}, int(f.Fd()), nil); err != nil {
+	if err := m.addFDs(ctx, set, files); err != nil {
+		m.qmp.Execute(context.WithoutCancel(ctx), "remove-fd", map[string]any{"fdset-id": set}, nil)
 		os.Remove(next)
-		return fmt.Errorf("add-fd: %w", err)
+		return err
 	}
 	grown := v
 	grown.Layers = append(slices.Clone(v.Layers), next)

@@ -74,6 +74,12 @@ func VolumeBlockdev(v desktop.VolumeDisk, layer int) map[string]any {
 		"file": map[string]any{
 			"driver":   "file",
 			"filename": "/dev/fdset/" + strconv.Itoa(VolumeFDSet(v.Slot, layer)),
+			// QEMU's image locks are byte-range locks on the open file,
+			// and an fd set keeps the file open past QEMU's own use: a
+			// layer a fork froze would stay write-locked, and the copies
+			// could not open it. Who may write a volume is hostd's rule
+			// (volume.CheckAttach), not the locks'.
+			"locking": "off",
 		},
 		"backing": backing,
 	}
@@ -92,12 +98,14 @@ func VolumeDevice(v desktop.VolumeDisk) map[string]any {
 }
 
 // VolumeArgs are the command-line options that bring a volume back on a
-// machine that restores a state it had (a wake): its fds (fds[i] is layer
-// i's descriptor number in the child), its nodes and its device.
-func VolumeArgs(v desktop.VolumeDisk, fds []int) []string {
+// machine that restores a state it had (a wake): its fds (fds[i] are
+// layer i's descriptor numbers in the child), its nodes and its device.
+func VolumeArgs(v desktop.VolumeDisk, fds [][]int) []string {
 	var a []string
 	for i := range v.Layers {
-		a = append(a, "-add-fd", fmt.Sprintf("fd=%d,set=%d", fds[i], VolumeFDSet(v.Slot, i)))
+		for _, fd := range fds[i] {
+			a = append(a, "-add-fd", fmt.Sprintf("fd=%d,set=%d", fd, VolumeFDSet(v.Slot, i)))
+		}
 	}
 	for i := range v.Layers {
 		b, _ := json.Marshal(VolumeBlockdev(v, i))
