@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Export streams a tar of a volume's files. The caller has checked that no
@@ -38,15 +39,57 @@ func (r *Registry) Export(ctx context.Context, name string, w io.Writer) error {
 	if err := replayJournal(ctx, raw); err != nil {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
+	// The filesystem is the guest's to shape. A full check first refuses
+	// what debugfs should never be handed (names with '/', broken
+	// directories); then debugfs, which writes the tree on the host, runs
+	// as nobody, so an entry that slipped through cannot write where
+	// hostd could.
+	if out, err := exec.CommandContext(ctx, "e2fsck", "-fn", raw).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: volume %s fails a filesystem check; its files are not exported (attach it to a desktop and run fsck there): %s", ErrDamaged, name, firstLine(strings.TrimSpace(string(out))))
+	}
 	tree := filepath.Join(work, "tree")
 	if err := os.Mkdir(tree, 0o700); err != nil {
 		return err
 	}
-	if out, err := run(ctx, r.cfg.Tools.Debugfs, "-R", "rdump / "+tree, raw); err != nil {
-		return fmt.Errorf("volume %s: debugfs: %w: %s", name, err, out)
+	if err := rdumpAsNobody(ctx, r.cfg.Tools.Debugfs, raw, tree); err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
 	}
 	os.Remove(raw)
 	return writeTar(w, tree)
+}
+
+// nobody is the user debugfs runs as for an export.
+const nobody = 65534
+
+// rdumpAsNobody copies the filesystem in raw into tree with debugfs, as
+// the user nobody when hostd is root. nobody cannot pass through hostd's
+// directories, so the image and the tree are handed over as descriptors
+// (/proc/self/fd/N reaches them whatever their parents allow).
+func rdumpAsNobody(ctx context.Context, debugfs, raw, tree string) error {
+	img, err := os.Open(raw)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	if os.Geteuid() == 0 {
+		if err := os.Chown(tree, nobody, nobody); err != nil {
+			return err
+		}
+	}
+	dir, err := os.Open(tree)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	cmd := exec.CommandContext(ctx, debugfs, "-R", "rdump / /proc/self/fd/4", "/proc/self/fd/3")
+	cmd.ExtraFiles = []*os.File{img, dir}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("debugfs: %w: %s", err, firstLine(strings.TrimSpace(string(out))))
+	}
+	return nil
 }
 
 // replayJournal replays an ext4 journal a crash left, in a raw image.

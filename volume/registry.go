@@ -94,7 +94,7 @@ func Open(c Config) (*Registry, error) {
 	if err := os.MkdirAll(r.tmpDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
-	r.collect()
+	r.removePartials()
 	return r, nil
 }
 
@@ -116,8 +116,14 @@ func (r *Registry) getLocked(name string) (Volume, error) {
 	if !ok {
 		return Volume{}, fmt.Errorf("%w: no volume %q (see GET /v1/volumes; make one with POST /v1/volumes)", ErrNotFound, name)
 	}
+	if v.making() {
+		return Volume{}, fmt.Errorf("%w: volume %s is still being made; try again when its create returns", ErrConflict, name)
+	}
 	return v, nil
 }
+
+// making tells a name held while its volume is made.
+func (v Volume) making() bool { return len(v.Layers) == 1 && v.Layers[0] == "" }
 
 // List returns every volume, by name.
 func (r *Registry) List() []Volume {
@@ -125,7 +131,9 @@ func (r *Registry) List() []Volume {
 	defer r.mu.Unlock()
 	out := make([]Volume, 0, len(r.vols))
 	for _, v := range r.vols {
-		out = append(out, v)
+		if !v.making() {
+			out = append(out, v)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -276,7 +284,7 @@ func (r *Registry) Remove(name string) error {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
 	delete(r.vols, name)
-	r.collectLocked()
+	r.removeUnusedLocked(v.Layers)
 	return nil
 }
 
@@ -429,31 +437,38 @@ func (r *Registry) Check(ctx context.Context, name string) error {
 	return nil
 }
 
-// collect removes layer files no record names (a crash mid-create or
-// mid-freeze).
-func (r *Registry) collect() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.collectLocked()
-}
-
-func (r *Registry) collectLocked() {
+// removeUnusedLocked removes those of layers no record names. Only the
+// layers of a removed volume are candidates: a layer no record names yet
+// may be one being made (a create, a branch, a fork's new top), which
+// must not go.
+func (r *Registry) removeUnusedLocked(layers []string) {
 	used := map[string]bool{}
 	for _, v := range r.vols {
 		for _, l := range v.Layers {
 			used[l] = true
 		}
 	}
+	for _, l := range layers {
+		if l != "" && !used[l] {
+			if err := os.Remove(l); err == nil {
+				r.log.Info("volume layer removed: no volume uses it", "layer", filepath.Base(l))
+			}
+		}
+	}
+}
+
+// removePartials removes what a crash left of a format: its .partial
+// output. Whole layers no record names are kept: one may be the new top a
+// running machine writes since a fork that a crash kept from being
+// recorded (see docs/VOLUMES.md).
+func (r *Registry) removePartials() {
 	entries, err := os.ReadDir(r.layerDir())
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		p := filepath.Join(r.layerDir(), e.Name())
-		if !used[p] {
-			if err := os.Remove(p); err == nil {
-				r.log.Info("volume layer removed: no volume uses it", "layer", e.Name())
-			}
+		if strings.HasSuffix(e.Name(), ".partial") {
+			os.Remove(filepath.Join(r.layerDir(), e.Name()))
 		}
 	}
 }
