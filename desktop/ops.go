@@ -120,7 +120,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 		snap, err = m.snapshotLocked(ctx, e, name, true, tops)
 	}
 	var frozen map[int]volumeState
-	if len(tops) > 0 {
+	if len(src.Volumes) > 0 {
 		frozen = m.recordForkVolumes(e, src, tops)
 	}
 	e.op.Unlock()
@@ -142,11 +142,9 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			}
 			plan := createPlan{forkOf: id, id: NewID("d-")}
 			if len(src.Volumes) > 0 {
-				copyName := req.Name
-				if copyName == "" {
-					copyName = plan.id
-				}
-				plan.inState, plan.disks, branches[i], errs[i] = m.branchVolumes(ctx, src, frozen, copyName)
+				// Branches are named after the copy's id: copies' names
+				// repeat from fork to fork, and branches outlive copies.
+				plan.inState, plan.disks, branches[i], errs[i] = m.branchVolumes(ctx, src, frozen, plan.id)
 				if errs[i] != nil {
 					return
 				}
@@ -164,7 +162,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			}
 			for _, bs := range branches {
 				for _, b := range bs {
-					if rerr := m.vols.Remove(b); rerr != nil {
+					if rerr := m.RemoveVolume(b); rerr != nil {
 						m.log.Warn("remove the volume branch of a failed fork", "volume", b, "err", rerr)
 					}
 				}

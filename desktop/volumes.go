@@ -43,8 +43,10 @@ func (m *Manager) VolumeHolders(name string) []volume.Holder {
 func (m *Manager) holdersLocked(name string) []volume.Holder {
 	var out []volume.Holder
 	for _, e := range m.desktops {
+		// A failed desktop still holds its volumes until it is deleted:
+		// its machine may not have ended (a delete that failed).
 		d := e.snapshot()
-		if d.State == StateFailed || d.State == StateDeleted {
+		if d.State == StateDeleted {
 			continue
 		}
 		for _, v := range d.Volumes {
@@ -141,7 +143,8 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 	e.op.Lock()
 	defer e.op.Unlock()
 	d := e.snapshot()
-	if !d.State.Live() {
+	if d.State != StateRunning {
+		// A paused guest cannot mount, nor let a disk go.
 		return d, &TransitionError{ID: id, From: d.State, Action: "attach a volume to"}
 	}
 	// With the volumes it holds: no mount inside another, no more than
@@ -184,10 +187,17 @@ func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount, 
 	}
 	plugged := time.Since(start)
 	if err := mountInGuest(actx, mach.Agent(), disk.Serial, req.Mount, req.Mode); err != nil {
-		if derr := vm.DetachVolume(actx, req.Slot); derr != nil {
-			m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		derr := vm.DetachVolume(uctx, req.Slot)
+		ucancel()
+		if derr == nil {
+			return fmt.Errorf("volume %s: %w", req.Name, err)
 		}
-		return fmt.Errorf("volume %s: %w", req.Name, err)
+		// Still plugged: the desktop keeps holding it, so nobody else
+		// can write it; a detach may succeed later.
+		m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
+		m.recordVolume(e, mach, req)
+		return fmt.Errorf("volume %s: %w; it could not be unplugged (%v) and stays attached: detach it (DELETE /v1/desktops/%s/volumes/%s) or delete the desktop", req.Name, err, derr, id, req.Name)
 	}
 	m.log.Debug("volume attached", "desktop", id, "volume", req.Name, "plugged", plugged, "mounted", time.Since(start))
 	if req.Mode == volume.ReadWrite {
@@ -195,18 +205,24 @@ func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount, 
 			m.log.Warn("record a volume written", "volume", req.Name, "err", err)
 		}
 	}
+	d := m.recordVolume(e, mach, req)
+	if announce {
+		m.publish(EventVolumes, d)
+	}
+	return nil
+}
+
+// recordVolume records a volume the desktop holds.
+func (m *Manager) recordVolume(e *entry, mach Machine, req volume.Mount) Desktop {
 	e.mu.Lock()
 	e.d.Volumes = append(e.d.Volumes, req)
 	e.d.Machine = mach.Record()
 	d := e.d
 	e.mu.Unlock()
 	if err := m.store.PutDesktop(d); err != nil {
-		m.log.Error("record a desktop's volume", "desktop", id, "err", err)
+		m.log.Error("record a desktop's volume", "desktop", d.ID, "err", err)
 	}
-	if announce {
-		m.publish(EventVolumes, d)
-	}
-	return nil
+	return d
 }
 
 // DetachVolume unmounts a volume in the guest (after syncing it), unplugs
@@ -238,7 +254,7 @@ func (m *Manager) DetachVolume(ctx context.Context, id, name string) (Desktop, e
 	if !ok {
 		return d, fmt.Errorf("%w: the %s driver does not detach volumes", ErrInvalid, m.drv.Name())
 	}
-	if err := vm.DetachVolume(dctx, vol.Slot); err != nil {
+	if err := vm.DetachVolume(dctx, vol.Slot); err != nil && !errors.Is(err, ErrNotFound) {
 		return d, fmt.Errorf("volume %s: %w", name, err)
 	}
 	e.mu.Lock()
@@ -310,7 +326,7 @@ func (m *Manager) planForkVolumes(e *entry, d Desktop) (map[int]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(v.Layers)+1 >= volume.MaxLayers {
+		if len(v.Layers)+1 > volume.MaxLayers {
 			return nil, fmt.Errorf("%w: volume %s has %d layers; a fork adds one, past the most a volume may have (%d): fill a fresh volume from its archive", ErrConflict, v.Name, len(v.Layers), volume.MaxLayers)
 		}
 		tops[mnt.Slot] = m.vols.NewLayerPath()
@@ -436,6 +452,9 @@ type guestScriptError struct {
 func (e *guestScriptError) Error() string {
 	return fmt.Sprintf("%s in the guest failed (exit %d): %s", e.what, e.code, e.msg)
 }
+
+// Unwrap: the guest did not do it; the desktop runs on.
+func (e *guestScriptError) Unwrap() error { return ErrUnavailable }
 
 func guestScript(ctx context.Context, a GuestAgent, what, script string, args ...string) error {
 	res, err := Exec(ctx, a, ExecRequest{Path: "/bin/sh", Args: append([]string{"-c", script, "sh"}, args...), Timeout: guestVolumeTimeout})

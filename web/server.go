@@ -173,6 +173,9 @@ func websocketProtocols(r *http.Request) []string {
 func (s *Server) recoverPanics(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r) // a response cut short on purpose: net/http drops the connection
+			}
 			s.log.Error("panic in handler", "path", c.Request.URL.Path, "panic", r)
 			abort(c, http.StatusInternalServerError, "internal", "internal error", "")
 		}

@@ -78,6 +78,9 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 	if err := qemuvm.CheckVolumeDisk(v); err != nil {
 		return err
 	}
+	if err := qemuvm.CheckVolumeSlots(m.record().Shape); err != nil {
+		return err
+	}
 	for _, have := range m.record().Volumes {
 		if have.Slot == v.Slot {
 			return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, v.Slot)
@@ -168,12 +171,14 @@ func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
 		}
 		m.qmp.Execute(ctx, "remove-fd", map[string]any{"fdset-id": qemuvm.VolumeFDSet(slot, l)}, nil)
 	}
+	if err := errors.Join(errs...); err != nil {
+		// The slot stays recorded: a retry finds the device gone and
+		// closes the nodes again.
+		return fmt.Errorf("volume: close its nodes: %w", err)
+	}
 	m.mu.Lock()
 	m.rec.Volumes = slices.DeleteFunc(m.rec.Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
 	m.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("volume: close its nodes: %w", err)
-	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package qemuvm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -53,6 +54,17 @@ func CheckVolumeDisk(v desktop.VolumeDisk) error {
 	}
 	if len(v.Layers) == 0 || len(v.Layers) > 32 {
 		return fmt.Errorf("%w: volume has %d layers: give 1 to 32", desktop.ErrInvalid, len(v.Layers))
+	}
+	return nil
+}
+
+// CheckVolumeSlots refuses volumes on a machine whose snapshot was baked
+// without the root ports (before volumes existed).
+func CheckVolumeSlots(s desktop.MachineShape) error {
+	for _, port := range volumeRootPorts() {
+		if !slices.Contains(s.Devices, port) {
+			return fmt.Errorf("%w: this desktop's snapshot was baked without the volumes' hot-plug slots; bake it again (hostd snapshot rm NAME && hostd snapshot bake --image IMAGE --name NAME)", desktop.ErrMismatch)
+		}
 	}
 	return nil
 }
