@@ -234,6 +234,20 @@ func testVolumes(t *testing.T, driver string) {
 	if _, code := guestShell(t, h, c.ID, "touch /ws/x"); code == 0 {
 		t.Error("a read-only volume took a write")
 	}
+	if driver == "qemu" {
+		// A fork shares a read-only volume with its copy.
+		copies, err := h.c.Fork(ctx, c.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, copies[0].ID)
+		if got := mustShell(t, h, copies[0].ID, "head -1 /ws/notes.txt"); got != "from-A" {
+			t.Errorf("the copy of a reader reads %q", got)
+		}
+		if err := h.c.DeleteDesktop(ctx, copies[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_, err = h.c.AttachVolume(ctx, c.ID, api.VolumeMount{Name: "tiny", Mount: "/ws/t"})
 	wantStatus(t, "a mount inside another", err, http.StatusBadRequest, "/ws")
 	e := create(api.CreateDesktop{})
