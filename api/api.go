@@ -218,6 +218,8 @@ type Volume struct {
 	// Snapshot: a frozen volume, read-only, that volumes start from.
 	Snapshot bool   `json:"snapshot,omitempty"`
 	From     string `json:"from,omitempty"`
+	// BranchOf is the volume whose fork branch it is.
+	BranchOf string `json:"branch_of,omitempty"`
 	Layers   int    `json:"layers"`
 	Damaged  string `json:"damaged,omitempty"`
 	// AttachedTo are the desktops holding it, each with its mode.

@@ -33,7 +33,7 @@ func mounts(in []api.VolumeMount) []volume.Mount {
 func (s *Server) volumeView(v volume.Volume) api.Volume {
 	out := api.Volume{
 		Name: v.Name, SizeMiB: v.SizeMiB, AllocatedBytes: volume.AllocatedBytes(v), CreatedAt: v.CreatedAt,
-		Snapshot: v.Frozen, From: v.From, Layers: len(v.Layers), Damaged: v.Damaged, AttachedTo: []api.VolumeHolder{},
+		Snapshot: v.Frozen, From: v.From, BranchOf: v.BranchOf, Layers: len(v.Layers), Damaged: v.Damaged, AttachedTo: []api.VolumeHolder{},
 	}
 	for _, h := range s.cfg.Manager.VolumeHolders(v.Name) {
 		out.AttachedTo = append(out.AttachedTo, api.VolumeHolder{Desktop: h.Desktop, Mode: string(h.Mode)})

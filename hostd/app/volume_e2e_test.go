@@ -157,7 +157,7 @@ func testVolumes(t *testing.T, driver string) {
 				t.Fatal(err)
 			}
 			br, err := h.c.Volume(ctx, "ws-"+c.ID)
-			if err != nil || len(br.AttachedTo) != 0 {
+			if err != nil || len(br.AttachedTo) != 0 || br.BranchOf != "ws" {
 				t.Fatalf("branch of %s after its delete: %+v, %v", c.ID, br, err)
 			}
 			if err := h.c.RemoveVolume(ctx, "ws-"+c.ID); err != nil {
