@@ -150,7 +150,13 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest) (api.
 
 // ReadFile streams a guest file into w.
 func (c *Client) ReadFile(ctx context.Context, id, path string, w io.Writer) (int64, error) {
-	resp, err := c.send(ctx, http.MethodGet, desktopPath(id, "/files?path="+url.QueryEscape(path)), "", nil)
+	return c.download(ctx, desktopPath(id, "/files?path="+url.QueryEscape(path)), w)
+}
+
+// download streams the body of a GET into w; an error answer is returned
+// as the API's error.
+func (c *Client) download(ctx context.Context, path string, w io.Writer) (int64, error) {
+	resp, err := c.send(ctx, http.MethodGet, path, "", nil)
 	if err != nil {
 		return 0, err
 	}

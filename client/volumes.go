@@ -58,16 +58,7 @@ func (c *Client) DetachVolume(ctx context.Context, id, name string) (api.Desktop
 
 // ExportVolume streams a tar of a volume's files into w.
 func (c *Client) ExportVolume(ctx context.Context, name string, w io.Writer) (int64, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/volumes/"+url.PathEscape(name)+"/archive", "", nil)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return 0, apiError(resp, data)
-	}
-	return io.Copy(w, resp.Body)
+	return c.download(ctx, "/v1/volumes/"+url.PathEscape(name)+"/archive", w)
 }
 
 // ImportVolume fills a blank volume from the tar r.

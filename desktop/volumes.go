@@ -473,18 +473,50 @@ func guestScript(ctx context.Context, a GuestAgent, what, script string, args ..
 
 // RemoveVolume deletes a volume no desktop holds.
 func (m *Manager) RemoveVolume(name string) error {
+	return m.withVolume(name, volume.ReadWrite, func() error { return m.vols.Remove(name) })
+}
+
+// FreezeVolume makes volume snapshot snap of a volume no desktop writes.
+func (m *Manager) FreezeVolume(ctx context.Context, name, snap string) (v volume.Volume, err error) {
+	err = m.withVolume(name, volume.ReadOnly, func() error {
+		v, err = m.vols.Freeze(ctx, name, snap)
+		return err
+	})
+	return v, err
+}
+
+// ExportVolume streams a tar of a volume no desktop writes.
+func (m *Manager) ExportVolume(ctx context.Context, name string, w io.Writer) error {
+	return m.withVolume(name, volume.ReadOnly, func() error { return m.vols.Export(ctx, name, w) })
+}
+
+// ImportVolume fills a blank volume no desktop holds from a tar.
+func (m *Manager) ImportVolume(ctx context.Context, name string, r io.Reader) error {
+	return m.withVolume(name, volume.ReadWrite, func() error { return m.vols.Import(ctx, name, r) })
+}
+
+// withVolume runs fn on a volume while holding it for the host's own use:
+// read-write (nobody else holds it: a removal, a fill) or read-only (no
+// desktop writes it: a freeze, an export).
+func (m *Manager) withVolume(name string, mode volume.Mode, fn func() error) error {
 	if err := m.volumesOn(); err != nil {
 		return err
 	}
-	release, err := m.claimAlone(name)
+	var release func()
+	var err error
+	if mode == volume.ReadWrite {
+		release, err = m.claimAlone(name)
+	} else {
+		release, err = m.claimVolume(name, archiveHolder, mode)
+	}
 	if err != nil {
 		return err
 	}
 	defer release()
-	return m.vols.Remove(name)
+	return fn()
 }
 
-// claimAlone claims a volume read-write for an archive, failing with the
+// claimAlone claims a volume read-write for the host, failing with the
 // holders named when any desktop holds it.
 func (m *Manager) claimAlone(name string) (func(), error) {
 	if _, err := m.vols.Get(name); err != nil {
@@ -497,43 +529,4 @@ func (m *Manager) claimAlone(name string) (func(), error) {
 		return nil, volume.ErrBusy(name, holders)
 	}
 	return m.claimVolume(name, archiveHolder, volume.ReadWrite)
-}
-
-// FreezeVolume makes volume snapshot snap of a volume no desktop writes.
-func (m *Manager) FreezeVolume(ctx context.Context, name, snap string) (volume.Volume, error) {
-	if err := m.volumesOn(); err != nil {
-		return volume.Volume{}, err
-	}
-	release, err := m.claimVolume(name, archiveHolder, volume.ReadOnly)
-	if err != nil {
-		return volume.Volume{}, err
-	}
-	defer release()
-	return m.vols.Freeze(ctx, name, snap)
-}
-
-// ExportVolume streams a tar of a volume no desktop writes.
-func (m *Manager) ExportVolume(ctx context.Context, name string, w io.Writer) error {
-	if err := m.volumesOn(); err != nil {
-		return err
-	}
-	release, err := m.claimVolume(name, archiveHolder, volume.ReadOnly)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return m.vols.Export(ctx, name, w)
-}
-
-// ImportVolume fills a blank volume no desktop holds from a tar.
-func (m *Manager) ImportVolume(ctx context.Context, name string, r io.Reader) error {
-	if err := m.volumesOn(); err != nil {
-		return err
-	}
-	release, err := m.claimAlone(name)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return m.vols.Import(ctx, name, r)
 }

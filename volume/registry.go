@@ -50,8 +50,9 @@ func FindTools() (Tools, error) {
 // Config wires a Registry.
 type Config struct {
 	// Dir holds the layers (Dir/layers) and work files (Dir/tmp).
-	Dir        string
-	Store      Store
+	Dir   string
+	Store Store
+	// Tools: found on PATH when left empty.
 	Tools      Tools
 	MaxSizeMiB int
 	Logger     *slog.Logger
@@ -76,6 +77,13 @@ func Open(c Config) (*Registry, error) {
 	}
 	if c.MaxSizeMiB <= 0 {
 		c.MaxSizeMiB = 64 << 10
+	}
+	if c.Tools == (Tools{}) {
+		t, err := FindTools()
+		if err != nil {
+			return nil, fmt.Errorf("volumes: %w", err)
+		}
+		c.Tools = t
 	}
 	r := &Registry{cfg: c, log: c.Logger, vols: map[string]Volume{}}
 	for _, d := range []string{r.layerDir(), r.tmpDir()} {

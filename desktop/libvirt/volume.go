@@ -23,8 +23,8 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 	if err := qemuvm.CheckVolumeDisk(v); err != nil {
 		return err
 	}
-	if slices.ContainsFunc(m.record().Volumes, func(h desktop.VolumeDisk) bool { return h.Slot == v.Slot }) {
-		return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, v.Slot)
+	if err := qemuvm.CheckSlotFree(m.record().Volumes, v.Slot); err != nil {
+		return err
 	}
 	b, err := xml.Marshal(VolumeDiskXML(v))
 	if err != nil {
@@ -49,8 +49,8 @@ const unplugTimeout = 20 * time.Second
 // DetachVolume unplugs a slot's disk and waits until libvirt reports it
 // removed (the detach call itself only asks the guest).
 func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
-	if !slices.ContainsFunc(m.record().Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot }) {
-		return fmt.Errorf("%w: volume slot %d holds nothing", desktop.ErrNotFound, slot)
+	if _, err := qemuvm.VolumeInSlot(m.record().Volumes, slot); err != nil {
+		return err
 	}
 	dom := m.domain()
 	alias := VolumeAlias(slot)
@@ -74,7 +74,7 @@ func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
 		}
 	}
 	m.mu.Lock()
-	m.rec.Volumes = slices.DeleteFunc(slices.Clone(m.rec.Volumes), func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+	m.rec.Volumes = qemuvm.WithoutSlot(m.rec.Volumes, slot)
 	m.mu.Unlock()
 	return nil
 }

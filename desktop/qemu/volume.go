@@ -81,10 +81,8 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 	if err := qemuvm.CheckVolumeSlots(m.record().Shape); err != nil {
 		return err
 	}
-	for _, have := range m.record().Volumes {
-		if have.Slot == v.Slot {
-			return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, v.Slot)
-		}
+	if err := qemuvm.CheckSlotFree(m.record().Volumes, v.Slot); err != nil {
+		return err
 	}
 	layers, err := openVolume(v)
 	if err != nil {
@@ -136,16 +134,14 @@ const unplugTimeout = 20 * time.Second
 // DetachVolume unplugs a slot's disk, waits until the guest has let it go,
 // then closes its nodes and descriptors.
 func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
-	rec := m.record()
-	i := slices.IndexFunc(rec.Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
-	if i < 0 {
-		return fmt.Errorf("%w: volume slot %d holds nothing", desktop.ErrNotFound, slot)
+	v, err := qemuvm.VolumeInSlot(m.record().Volumes, slot)
+	if err != nil {
+		return err
 	}
-	v := rec.Volumes[i]
 	sub := m.qmp.Subscribe()
 	defer sub.Close()
 	id := qemuvm.VolumeDeviceID(slot)
-	err := m.qmp.Execute(ctx, "device_del", map[string]any{"id": id}, nil)
+	err = m.qmp.Execute(ctx, "device_del", map[string]any{"id": id}, nil)
 	var qe *qmp.Error
 	gone := errors.As(err, &qe) && qe.Class == "DeviceNotFound"
 	if err != nil && !gone {
@@ -177,7 +173,7 @@ func (m *Machine) DetachVolume(ctx context.Context, slot int) error {
 		return fmt.Errorf("volume: close its nodes: %w", err)
 	}
 	m.mu.Lock()
-	m.rec.Volumes = slices.DeleteFunc(m.rec.Volumes, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+	m.rec.Volumes = qemuvm.WithoutSlot(m.rec.Volumes, slot)
 	m.mu.Unlock()
 	return nil
 }

@@ -69,6 +69,28 @@ func CheckVolumeSlots(s desktop.MachineShape) error {
 	return nil
 }
 
+// CheckSlotFree refuses a slot a machine's volumes already use.
+func CheckSlotFree(vols []desktop.VolumeDisk, slot int) error {
+	if slices.ContainsFunc(vols, func(v desktop.VolumeDisk) bool { return v.Slot == slot }) {
+		return fmt.Errorf("%w: volume slot %d is taken", desktop.ErrConflict, slot)
+	}
+	return nil
+}
+
+// VolumeInSlot finds the volume in a slot; ErrNotFound when it is empty.
+func VolumeInSlot(vols []desktop.VolumeDisk, slot int) (desktop.VolumeDisk, error) {
+	i := slices.IndexFunc(vols, func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+	if i < 0 {
+		return desktop.VolumeDisk{}, fmt.Errorf("%w: volume slot %d holds nothing", desktop.ErrNotFound, slot)
+	}
+	return vols[i], nil
+}
+
+// WithoutSlot is vols without the volume in slot (a new slice).
+func WithoutSlot(vols []desktop.VolumeDisk, slot int) []desktop.VolumeDisk {
+	return slices.DeleteFunc(slices.Clone(vols), func(v desktop.VolumeDisk) bool { return v.Slot == slot })
+}
+
 // VolumeBlockdev is the blockdev-add (and -blockdev) value of layer i of a
 // slot's volume: a qcow2 node on the layer's fd set, read-only unless it
 // is the top of a read-write volume, on the node of the layer below.

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,11 +12,7 @@ import (
 
 // openVolumes opens the volume registry in the state directory.
 func openVolumes(cfg config.Serve, st volume.Store, log *slog.Logger) (*volume.Registry, error) {
-	tools, err := volume.FindTools()
-	if err != nil {
-		return nil, fmt.Errorf("volumes: %w", err)
-	}
-	return volume.Open(volume.Config{Dir: cfg.Volumes(), Store: st, Tools: tools, MaxSizeMiB: cfg.Limits.MaxDiskMiB, Logger: log})
+	return volume.Open(volume.Config{Dir: cfg.Volumes(), Store: st, MaxSizeMiB: cfg.Limits.MaxDiskMiB, Logger: log})
 }
 
 // checkVolumes checks the disk of every volume no desktop holds, at

@@ -25,6 +25,7 @@ import (
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/vnc"
+	"github.com/warmdesk/warmdesk/volume"
 )
 
 // Suites, in the order they run.
@@ -197,7 +198,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Logger: o.Log,
 	})
 	defer nets.Close()
-	vols, err := openVolumes(e.dataDir, records)
+	// A volume registry of the run's own.
+	vols, err := volume.Open(volume.Config{Dir: filepath.Join(e.dataDir, "volumes"), Store: records})
 	if err != nil {
 		e.volErr = err.Error()
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -16,15 +15,6 @@ var volumeKeys = []string{
 	"create_volume_p50_ms", "create_volume_p95_ms", "create_volume_max_ms",
 	"volume_attach_added_p50_ms", "attach_running_p50_ms", "attach_running_p95_ms", "attach_running_max_ms",
 	"fork3_novolume_p50_ms", "fork3_volume_p50_ms", "fork3_volume_over_novolume_ratio",
-}
-
-// openVolumes gives the run's Manager a volume registry of its own.
-func openVolumes(dataDir string, st volume.Store) (*volume.Registry, error) {
-	tools, err := volume.FindTools()
-	if err != nil {
-		return nil, err
-	}
-	return volume.Open(volume.Config{Dir: filepath.Join(dataDir, "volumes"), Store: st, Tools: tools})
 }
 
 // volumeSuite measures warm-pool creates with one volume attached and
