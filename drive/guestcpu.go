@@ -58,15 +58,16 @@ func (c *cpuMeter) idle() bool {
 	return float64(busy-c.busy) < idleShare*float64(time.Since(c.at))
 }
 
-// waitIdle waits, at most bound, for a window of idleWindow in which the
-// guest was idle, and says whether it saw one. Windows are timed by the
-// clock: this waits for the guest, not for a fixed time.
+// waitIdle waits, at most bound (or one window, if longer), for a window
+// of idleWindow in which the guest was idle, and says whether it saw one.
+// Windows are timed by the clock: this waits for the guest, not for a
+// fixed time.
 func (c *cpuMeter) waitIdle(ctx context.Context, bound time.Duration) (bool, error) {
 	if c == nil || !c.ok {
 		return true, nil
 	}
-	deadline := time.Now().Add(bound)
 	c.mark()
+	deadline := c.at.Add(max(bound, idleWindow))
 	for {
 		next := c.at.Add(idleWindow)
 		if next.After(deadline) {

@@ -263,6 +263,77 @@ func TestTextOutsideTheUSLayoutIsTypedThroughTheGuest(t *testing.T) {
 	}
 }
 
+// A click into a text field shows only its caret, no larger than the
+// pointer: once the pointer is back and drawn, that small change lets the
+// keys go, without waiting out the reaction bound.
+func TestKeysAfterAClickGoWhenTheCaretShows(t *testing.T) {
+	h := newHarness(t, drive.Config{KeyWait: 5 * time.Second, KeyReaction: 30 * time.Second})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		// A caret blinking every 200 ms once the pointer is back home
+		// (move, press, release, the nudge, home).
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if len(h.machine().Inputs()) >= 5 {
+				h.screen.Draw(image.Rect(300, 300, 302, 320))
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := drive.NewRequest(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
+	req.Settle = 0
+	out, err := h.svc.Run(ctx, h.id, req)
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v (the keys waited for the reaction bound, not the caret)", err, out.Err)
+	}
+	want := "move 10,20, press, release, move 11,20, move 10,20, key a"
+	if got := kinds(h.machine().Inputs()); got != want {
+		t.Errorf("frames: %s\nwant:   %s", got, want)
+	}
+}
+
+// After a reaction larger than the pointer, keys wait for the guest to be
+// done with the click, and say so when it stays busy.
+func TestKeysAfterAClickWaitForABusyGuest(t *testing.T) {
+	h := newHarness(t, drive.Config{KeyWait: 5 * time.Second})
+	h.machine().SetBusy(true)
+	// The page reacts to the click with a large repaint (a focus ring).
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if len(h.machine().Inputs()) >= 3 { // move, press, release
+				h.screen.Draw(image.Rect(200, 200, 600, 400))
+				return
+			}
+		}
+	}()
+	out, err := h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}, {Kind: input.KindKey, Chord: "a"}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "still busy") {
+		t.Errorf("warnings %q, want one saying the desktop was still busy", out.Warnings)
+	}
+	if out.SyncWait < 100*time.Millisecond {
+		t.Errorf("sync wait %s: the keys did not wait a whole window for the busy guest", out.SyncWait)
+	}
+	if got := kinds(h.machine().Inputs()); !strings.HasSuffix(got, "key a") {
+		t.Errorf("frames: %s, want the key last", got)
+	}
+}
+
 func TestCursorPositionAsksTheGuestWhenUnknown(t *testing.T) {
 	h := newHarness(t, drive.Config{})
 	h.guest.SetPointer(640, 400)

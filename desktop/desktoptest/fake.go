@@ -222,6 +222,8 @@ type FakeMachine struct {
 	// lastExit the exit code of the last ("exit N" exits N, any other 0).
 	shells   []string
 	lastExit int
+	// busySince, when set, makes the guest's CPUs busy from then on.
+	busySince time.Time
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
@@ -474,8 +476,26 @@ func (m *FakeMachine) DialNIC(ctx context.Context) (net.Conn, error) {
 // Pid is 0: the fake has no process.
 func (m *FakeMachine) Pid() int { return 0 }
 
-// VCPUTime is always 0: the fake's guest is idle whenever asked.
-func (m *FakeMachine) VCPUTime() (time.Duration, error) { return 0, nil }
+// VCPUTime is 0 (the guest idle whenever asked) until SetBusy; then it
+// grows with the clock, as one virtual CPU running without a break.
+func (m *FakeMachine) VCPUTime() (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.busySince.IsZero() {
+		return 0, nil
+	}
+	return time.Since(m.busySince), nil
+}
+
+// SetBusy makes the guest's CPUs busy (true) or idle (false) from now.
+func (m *FakeMachine) SetBusy(busy bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.busySince = time.Time{}
+	if busy {
+		m.busySince = time.Now()
+	}
+}
 
 type fakeAgent struct{ m *FakeMachine }
 
