@@ -51,3 +51,15 @@ type OpenVNCListener struct {
 type RotatedToken struct {
 	Token string `json:"token"`
 }
+
+// DevToolsURL is a short-lived DevTools root for tools that cannot send an
+// Authorization header (POST /v1/desktops/{id}/cdp/url): its token, a
+// per-desktop shell token, is in the path.
+type DevToolsURL struct {
+	// EndpointURL is the http:// root: Playwright's connectOverCDP takes it.
+	EndpointURL string `json:"endpoint_url"`
+	// WebSocket is the browser's WebSocket: Puppeteer's browserWSEndpoint
+	// and chromedp's remote allocator take it.
+	WebSocket string    `json:"websocket_url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

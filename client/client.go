@@ -202,3 +202,13 @@ func (c *Client) RotateToken(ctx context.Context) (string, error) {
 	}
 	return out.Token, nil
 }
+
+// DevToolsURL mints a short-lived DevTools root for the desktop's
+// Chromium, with its token in the path, for tools that cannot send an
+// Authorization header (Playwright's connectOverCDP takes EndpointURL,
+// Puppeteer and chromedp the WebSocket).
+func (c *Client) DevToolsURL(ctx context.Context, id string) (api.DevToolsURL, error) {
+	var out api.DevToolsURL
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/cdp/url", nil, &out)
+	return out, err
+}

@@ -171,6 +171,14 @@ type Machine interface {
 	VCPUTime() (time.Duration, error)
 }
 
+// DevToolsDialer is a Machine with a DevTools bridge port: a virtio-serial
+// port whose guest end carries connections to Chromium's debugging port
+// (package devtools speaks its frames).
+type DevToolsDialer interface {
+	// DialDevTools connects to the port's host end. One peer at a time.
+	DialDevTools(ctx context.Context) (net.Conn, error)
+}
+
 // SnapshotOptions say how a snapshot will be kept.
 type SnapshotOptions struct {
 	// Ephemeral snapshots (fork templates) live only as long as their

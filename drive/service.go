@@ -80,6 +80,7 @@ type Service struct {
 
 	mu    sync.Mutex
 	desks map[string]*desk
+	links map[string]*devtoolsLink
 }
 
 // desk is one desktop's input state.
@@ -220,6 +221,7 @@ func (s *Service) handle(ctx context.Context, ev desktop.Event) {
 		s.mu.Lock()
 		delete(s.desks, id)
 		s.mu.Unlock()
+		s.dropDevTools(id)
 	case desktop.EventControl:
 		s.mu.Lock()
 		d := s.desks[id]

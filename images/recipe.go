@@ -113,7 +113,8 @@ var basePackages = []string{
 	"fonts-dejavu-core", "fonts-wqy-microhei",
 }
 
-var browserPackages = []string{"chromium", "fonts-liberation", "fonts-noto-color-emoji"}
+// python3-minimal runs the DevTools bridge (guest/cdp-bridge).
+var browserPackages = []string{"chromium", "fonts-liberation", "fonts-noto-color-emoji", "python3-minimal"}
 
 // guestCmdline boots the guest's own kernel with warmdesk's init as PID 1:
 // no init system, so the desktop is up in seconds even under TCG.
@@ -203,11 +204,19 @@ func guestFileList(width, height int, apps []string, browser bool) ([]File, erro
 		add("/usr/local/lib/warmdesk/apps.d/"+app, 0o755, content)
 	}
 	if browser {
-		content, err := read("start.html")
-		if err != nil {
-			return nil, err
+		for _, f := range []struct {
+			src, dst string
+			mode     uint32
+		}{
+			{"start.html", "/usr/local/share/warmdesk/start.html", 0o644},
+			{"cdp-bridge", "/usr/local/lib/warmdesk/cdp-bridge", 0o755},
+		} {
+			content, err := read(f.src)
+			if err != nil {
+				return nil, err
+			}
+			add(f.dst, f.mode, content)
 		}
-		add("/usr/local/share/warmdesk/start.html", 0o644, content)
 	}
 	tmpl, err := read("xorg.conf.tmpl")
 	if err != nil {

@@ -78,6 +78,12 @@ var routeAccess = map[string]access{
 	"POST /v1/desktops/:id/volumes":         needDaemon,
 	"DELETE /v1/desktops/:id/volumes/:name": needDaemon,
 	// The port proxy takes every method.
+	"GET /v1/desktops/:id/cdp/*path": needShell,
+	"PUT /v1/desktops/:id/cdp/*path": needShell,
+	"POST /v1/desktops/:id/cdp/url":  needShell,
+	// The token is in the path (the test puts a shell token there).
+	"GET /v1/cdp/:token/*path":             public,
+	"PUT /v1/cdp/:token/*path":             public,
 	"* /v1/desktops/:id/ports/:port":       needControl,
 	"* /v1/desktops/:id/ports/:port/*path": needControl,
 }
@@ -141,11 +147,12 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	callers = append(callers, caller{name: "daemon", token: daemon, level: needDaemon})
 
 	client := &http.Client{Timeout: 10 * time.Second}
+	urlToken, _ := s.views.issue(f.ID, RoleShell, devtoolsURLTTL)
 
 	for _, c := range callers {
 		for _, r := range routes {
 			want, _ := expectedAccess(r.Method, r.Path)
-			path := strings.NewReplacer(":id", f.ID, ":name", "golden", ":port", "3000", "*path", "x", "*file", "app.css").Replace(r.Path)
+			path := strings.NewReplacer(":id", f.ID, ":name", "golden", ":port", "3000", "*path", "x", "*file", "app.css", ":token", urlToken).Replace(r.Path)
 			req, err := http.NewRequest(r.Method, hs.URL+path, strings.NewReader("{}"))
 			if err != nil {
 				t.Fatal(err)

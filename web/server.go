@@ -90,6 +90,7 @@ func New(cfg Config) *Server {
 	s.actionRoutes(v1)
 	s.networkRoutes(v1)
 	s.volumeRoutes(v1)
+	s.devtoolsRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s

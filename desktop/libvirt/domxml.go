@@ -47,7 +47,8 @@ type DomainConfig struct {
 	// VNC and Console are unix socket paths in the machine's 0700 run
 	// directory; ConsoleLog receives the guest's serial console.
 	// NIC is the unix socket QEMU serves the NIC's frames on (egress).
-	VNC, Console, ConsoleLog, NIC string
+	// DevTools is where the DevTools bridge's port socket is bound.
+	VNC, Console, ConsoleLog, NIC, DevTools string
 	// Incoming starts QEMU waiting for migrate-incoming.
 	Incoming bool
 }
@@ -165,6 +166,11 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 		Source:  &chardevSourceXML{Mode: "bind"},
 		Target:  &serialTargetXML{Type: "virtio", Name: qemuvm.AgentPortName},
 		Address: &addressXML{Type: "virtio-serial", Controller: "0", Bus: "0", Port: "1"},
+	}, {
+		Type:    "unix",
+		Source:  &chardevSourceXML{Mode: "bind", Path: c.DevTools},
+		Target:  &serialTargetXML{Type: "virtio", Name: qemuvm.DevToolsPortName},
+		Address: &addressXML{Type: "virtio-serial", Controller: "0", Bus: "0", Port: "2"},
 	}}
 	dev.Inputs = []inputXML{{Type: "tablet", Bus: "virtio", Address: pci(2)}}
 	// VNC only on a unix socket in the machine's 0700 run directory, never

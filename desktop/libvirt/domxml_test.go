@@ -29,7 +29,7 @@ func cloneConfig() DomainConfig {
 		Emulator: "/usr/bin/qemu-system-x86_64", Shape: testShape(),
 		Memory: qemuvm.Memory{Path: "/snap/minimal/memory"},
 		Disk:   "/var/w/d-1/disk-0.qcow2",
-		VNC:    "/run/w/d-1/vnc.sock", Console: "/run/w/d-1/console.sock", ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock",
+		VNC:    "/run/w/d-1/vnc.sock", Console: "/run/w/d-1/console.sock", ConsoleLog: "/var/w/d-1/console.log", NIC: "/run/w/d-1/nic.sock", DevTools: "/run/w/d-1/cdp.sock",
 		Incoming: true,
 	}
 }
@@ -72,7 +72,7 @@ func TestDomainXMLGoldenBake(t *testing.T) {
 		Memory: qemuvm.Memory{Path: "/snap/.draft-minimal/memory", Share: true},
 		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2",
-		VNC:    "/run/w/bake-1/vnc.sock", Console: "/run/w/bake-1/console.sock", ConsoleLog: "/var/w/bake-1/console.log", NIC: "/run/w/bake-1/nic.sock",
+		VNC:    "/run/w/bake-1/vnc.sock", Console: "/run/w/bake-1/console.sock", ConsoleLog: "/var/w/bake-1/console.log", NIC: "/run/w/bake-1/nic.sock", DevTools: "/run/w/bake-1/cdp.sock",
 	}))
 }
 

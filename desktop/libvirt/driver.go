@@ -207,7 +207,8 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 		Name: rec.Domain, UUID: rec.UUID, Meta: Meta{ID: rec.ID, Role: s.role},
 		Emulator: d.emulator, Shape: rec.Shape, Memory: s.memory, Boot: s.boot, Disk: rec.Disk,
 		VNC: rec.Path("vnc.sock"), Console: rec.Path("console.sock"), ConsoleLog: rec.Path("console.log"),
-		NIC: rec.Path(qemuvm.NICSocket), Incoming: s.incoming, Volumes: rec.Volumes,
+		DevTools: rec.Path(qemuvm.DevToolsSocket),
+		NIC:      rec.Path(qemuvm.NICSocket), Incoming: s.incoming, Volumes: rec.Volumes,
 	})
 	if err != nil {
 		return nil, err

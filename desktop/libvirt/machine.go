@@ -235,6 +235,15 @@ func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
 	return d.DialContext(ctx, "unix", rec.Path("vnc.sock"))
 }
 
+var _ desktop.DevToolsDialer = (*Machine)(nil)
+
+// DialDevTools connects to the DevTools bridge's port, whose socket the
+// domain binds in the machine's run directory.
+func (m *Machine) DialDevTools(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", m.record().Path(qemuvm.DevToolsSocket))
+}
+
 // DialNIC connects to the NIC's stream: the guest's Ethernet frames.
 func (m *Machine) DialNIC(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer

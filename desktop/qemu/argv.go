@@ -19,7 +19,9 @@ type Config struct {
 	MonitorFD int
 	VNC       string // unix socket path
 	Agent     string // unix socket path
-	Console   string // unix socket path the serial console is served on
+	// DevTools is the unix socket path of the DevTools bridge's port.
+	DevTools string
+	Console  string // unix socket path the serial console is served on
 	// NIC is the unix socket path QEMU serves the NIC's frames on.
 	NIC string
 	// Volumes are hot-plugged volumes a restored state holds (a wake), with
@@ -67,6 +69,7 @@ func Argv(c Config) []string {
 	a = append(a,
 		"-blockdev", "driver=qcow2,node-name="+qemuvm.DiskNodeID+",discard=unmap,file.driver=file,file.filename="+qemuvm.Escape(c.Disk),
 		"-chardev", "socket,id="+qemuvm.AgentCharID+",path="+qemuvm.Escape(c.Agent)+",server=on,wait=off",
+		"-chardev", "socket,id="+qemuvm.DevToolsCharID+",path="+qemuvm.Escape(c.DevTools)+",server=on,wait=off",
 		// The console's log is hostd's to write (capped), not QEMU's: a
 		// guest printing without end would fill the host's disk.
 		"-chardev", "socket,id="+qemuvm.SerialCharID+",path="+qemuvm.Escape(c.Console)+",server=on,wait=off",

@@ -42,7 +42,7 @@ func TestArgvGoldenBake(t *testing.T) {
 		Memory: qemuvm.Memory{Path: "/snap/.draft-minimal/memory", Share: true},
 		Boot:   &qemuvm.Boot{Kernel: "/img/vmlinuz", Initrd: "/img/initrd.img", Cmdline: "console=ttyS0 root=/dev/vda"},
 		Disk:   "/snap/.draft-minimal/disk.qcow2", MonitorFD: 3,
-		VNC: "/run/w/bake-1/vnc.sock", Agent: "/run/w/bake-1/qga.sock", Console: "/run/w/bake-1/console.sock",
+		VNC: "/run/w/bake-1/vnc.sock", Agent: "/run/w/bake-1/qga.sock", DevTools: "/run/w/bake-1/cdp.sock", Console: "/run/w/bake-1/console.sock",
 		Sandbox: true,
 	}))
 }
@@ -52,7 +52,7 @@ func TestArgvGoldenClone(t *testing.T) {
 		Binary: "qemu-system-x86_64", Name: "d-1", Shape: testShape(),
 		Memory: qemuvm.Memory{Path: "/snap/minimal/memory", Share: false},
 		Disk:   "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
-		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
+		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", DevTools: "/run/w/d-1/cdp.sock", Console: "/run/w/d-1/console.sock",
 		NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
 		RunAs: &qemuvm.Owner{UID: 900000007, GID: 900000007},
 	}))
@@ -120,7 +120,7 @@ func TestArgvGoldenWakeWithVolumes(t *testing.T) {
 	golden(t, "argv-wake-volumes.golden", Argv(Config{
 		Binary: "qemu-system-x86_64", Name: "d-1", Shape: testShape(),
 		Disk: "/var/w/d-1/disk-0.qcow2", MonitorFD: 3,
-		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", Console: "/run/w/d-1/console.sock",
+		VNC: "/run/w/d-1/vnc.sock", Agent: "/run/w/d-1/qga.sock", DevTools: "/run/w/d-1/cdp.sock", Console: "/run/w/d-1/console.sock",
 		NIC: "/run/w/d-1/nic.sock", Sandbox: true, Incoming: true,
 		Volumes: []VolumeFDs{
 			{Disk: desktop.VolumeDisk{Slot: 0, Serial: "wdvol0", Layers: []string{"/v/base.qcow2", "/v/top.qcow2"}}, FDs: [][]int{{4}, {5, 6}}},

@@ -184,6 +184,7 @@ func (d *Driver) start(ctx context.Context, rec record, custom func(*Config)) (*
 		MonitorFD: 3, // the first of ExtraFiles
 		VNC:       rec.Path("vnc.sock"),
 		Agent:     rec.Path("qga.sock"),
+		DevTools:  rec.Path(qemuvm.DevToolsSocket),
 		Console:   rec.Path("console.sock"),
 		NIC:       rec.Path(qemuvm.NICSocket),
 		Sandbox:   !d.opts.NoSandbox,

@@ -118,6 +118,13 @@ func (m *Machine) ExitReason() string { return m.proc.Reason() }
 // Agent is the guest agent channel.
 func (m *Machine) Agent() desktop.GuestAgent { return m.agent }
 
+var _ desktop.DevToolsDialer = (*Machine)(nil)
+
+// DialDevTools connects to the DevTools bridge's port.
+func (m *Machine) DialDevTools(ctx context.Context) (net.Conn, error) {
+	return dialUnix(ctx, m.record().Path(qemuvm.DevToolsSocket))
+}
+
 // DialVNC connects to QEMU's VNC server.
 func (m *Machine) DialVNC(ctx context.Context) (net.Conn, error) {
 	return dialUnix(ctx, m.rec.Path("vnc.sock"))

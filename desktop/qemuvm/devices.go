@@ -19,7 +19,14 @@ const (
 	NetdevID        = "hostnet0"
 	MonitorCharID   = "charmonitor"
 	AgentPortName   = "org.qemu.guest_agent.0"
-	DiskDeviceID    = "virtio-disk0"
+	// DevToolsCharID and DevToolsPortName are the DevTools bridge's
+	// virtio-serial port (package devtools; the guest's end is
+	// images/guest/cdp-bridge).
+	DevToolsCharID   = "charchannel1"
+	DevToolsPortName = "org.warmdesk.cdp.0"
+	// DevToolsSocket is the bridge's socket in the machine's run directory.
+	DevToolsSocket = "cdp.sock"
+	DiskDeviceID   = "virtio-disk0"
 	// GuestMAC is the same in every clone: each clone has its own
 	// user-mode network, so they never meet.
 	GuestMAC = "52:54:00:77:64:01"
@@ -30,7 +37,8 @@ const (
 // modesetting; its EDID offers the resolution), a virtio tablet for
 // absolute pointer input (not QEMU's USB tablet: under TCG the guest polls
 // the USB controller late, folds a move into an unread press, and in CI
-// once in about a hundred restores stopped reading it altogether), the guest agent on virtio-serial, the disk, a NIC whose
+// once in about a hundred restores stopped reading it altogether), the guest agent
+// and the DevTools bridge on virtio-serial, the disk, a NIC whose
 // backend decides whether there is any network, a serial console, and
 // vmgenid so every clone reseeds its RNG, and the empty root ports volumes are
 // hot-plugged into. PCI addresses are explicit so
@@ -42,6 +50,7 @@ func DeviceArgs(width, height int) []string {
 		"virtio-tablet-pci,id=input0,bus=pcie.0,addr=0x2",
 		"virtio-serial-pci,id=virtio-serial0,bus=pcie.0,addr=0x3",
 		"virtserialport,id=channel0,bus=virtio-serial0.0,nr=1,chardev=" + AgentCharID + ",name=" + AgentPortName,
+		"virtserialport,id=channel1,bus=virtio-serial0.0,nr=2,chardev=" + DevToolsCharID + ",name=" + DevToolsPortName,
 		"virtio-blk-pci,id=" + DiskDeviceID + ",drive=" + DiskNodeID + ",bus=pcie.0,addr=0x4",
 		"virtio-net-pci,id=net0,netdev=" + NetdevID + ",mac=" + GuestMAC + ",bus=pcie.0,addr=0x5",
 		"isa-serial,id=serial0,chardev=" + SerialCharID,

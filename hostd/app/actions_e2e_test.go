@@ -47,6 +47,7 @@ type actionStack struct {
 	drv  *qemu.Driver
 	snap string
 	id   string
+	url  string // the server's base URL
 }
 
 func startActionStack(t *testing.T) *actionStack {
@@ -94,7 +95,7 @@ func startStackFrom(t *testing.T, baked testenv.Baked, pool int) *actionStack {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	s := &actionStack{c: client.New(hs.URL, e2eToken), mgr: mgr, drv: drv, snap: baked.Snapshot.Name}
+	s := &actionStack{c: client.New(hs.URL, e2eToken), mgr: mgr, drv: drv, snap: baked.Snapshot.Name, url: hs.URL}
 	if pool > 0 {
 		if err := mgr.Warm(s.snap); err != nil {
 			t.Fatal(err)

@@ -92,7 +92,10 @@ func (e *env) actionSuite(ctx context.Context) error {
 	e.res.dist("batch_overhead", &overhead)
 	e.progress("  batch with settled screenshot: total p50 %s, guest render p50 %s, overhead p50 %s",
 		total.Percentile(50), render.Percentile(50), overhead.Percentile(50))
-	return e.clickTypeSuite(ctx, srv.URL, token)
+	if err := e.clickTypeSuite(ctx, srv.URL, token); err != nil {
+		return err
+	}
+	return e.devtoolsSuite(ctx, srv.URL, token)
 }
 
 // controlRoundTrips sends one-move batches on the control WebSocket, one

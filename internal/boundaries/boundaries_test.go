@@ -48,6 +48,7 @@ var rules = []rule{
 	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) && p != module+"/netpolicy" && p != module+"/volume" }, "the domain imports only the standard library, the policy it records and the volumes it mounts", true},
 	{[]string{"netpolicy"}, func(p string) bool { return !stdlib(p) }, "the egress policy is pure: standard library only", true},
 	{[]string{"volume"}, func(p string) bool { return !stdlib(p) }, "volumes know nothing of desktops or drivers: standard library only", true},
+	{[]string{"devtools"}, func(p string) bool { return !stdlib(p) }, "the DevTools bridge and discovery rewriting know nothing of desktops: standard library only", true},
 	{[]string{"desktop/confine"}, func(p string) bool { return !stdlib(p) }, "user ids and cgroups know nothing of QEMU or the domain: standard library only", true},
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
