@@ -1,0 +1,105 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// appPage is the page under test of the Playwright example: a form that
+// greets and counts visits in localStorage.
+const appPage = `<!doctype html><title>greeter</title>
+<input id="name" placeholder="name"> <button id="send">Send</button>
+<p id="out"></p>
+<script>
+document.getElementById('send').onclick = function () {
+  localStorage.setItem('visits', String(Number(localStorage.getItem('visits') || 0) + 1));
+  document.getElementById('out').textContent = 'hello, ' + document.getElementById('name').value;
+};
+</script>`
+
+// The Playwright example (examples/playwright) runs as a user runs it:
+// Node and playwright-core from npm, no browser download, against a whole
+// hostd on a browser snapshot; its two cases each create a desktop whose
+// network allows only the page's server on the host's loopback, and
+// connect with connectOverCDP.
+func TestPlaywrightExample(t *testing.T) {
+	dir, err := filepath.Abs("../../examples/playwright")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed for the Playwright example (scripts/setup installs it): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("examples/playwright has no playwright-core (scripts/setup runs npm ci there): %v", err)
+	}
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, appPage)
+	}))
+	t.Cleanup(app.Close)
+	cfg, snap := hostConfig(t, "qemu", "browser")
+	h := openHost(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"HOSTD_URL="+h.srv.URL,
+		"HOSTD_TOKEN="+h.a.Token,
+		"APP_URL=http://host:"+strconv.Itoa(portOf(t, app.URL))+"/",
+		"SNAPSHOT="+snap,
+	)
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var passed []string
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		t.Logf("example: %s", lines.Text())
+		var r struct {
+			Test      string `json:"test"`
+			OK        bool   `json:"ok"`
+			ConnectMs int    `json:"connect_ms"`
+		}
+		if json.Unmarshal(lines.Bytes(), &r) == nil && r.OK {
+			passed = append(passed, r.Test)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the Playwright example failed: %v", err)
+	}
+	if strings.Join(passed, ", ") != "greets by name, starts clean" {
+		t.Errorf("cases passed: %q, want both", passed)
+	}
+	// Both cases deleted their desktops.
+	if ds, err := h.c.Desktops(ctx); err != nil || len(ds) != 0 {
+		t.Errorf("desktops left after the example: %v %v", ds, err)
+	}
+}
+
+// testWriter logs what a child writes on stderr.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
