@@ -183,40 +183,28 @@ func guestFileList(width, height int, apps []string, browser bool) ([]File, erro
 	add := func(path string, mode uint32, content string) {
 		files = append(files, File{Path: path, Mode: mode, Content: content})
 	}
-	for _, f := range []struct {
+	type guestFile struct {
 		src, dst string
 		mode     uint32
-	}{
+	}
+	copies := []guestFile{
 		{"init", "/usr/local/sbin/warmdesk-init", 0o755},
 		{"session", "/usr/local/lib/warmdesk/session", 0o755},
-	} {
+	}
+	for _, app := range apps {
+		copies = append(copies, guestFile{"apps.d/" + app, "/usr/local/lib/warmdesk/apps.d/" + app, 0o755})
+	}
+	if browser {
+		copies = append(copies,
+			guestFile{"start.html", "/usr/local/share/warmdesk/start.html", 0o644},
+			guestFile{"cdp-bridge", "/usr/local/lib/warmdesk/cdp-bridge", 0o755})
+	}
+	for _, f := range copies {
 		content, err := read(f.src)
 		if err != nil {
 			return nil, err
 		}
 		add(f.dst, f.mode, content)
-	}
-	for _, app := range apps {
-		content, err := read("apps.d/" + app)
-		if err != nil {
-			return nil, err
-		}
-		add("/usr/local/lib/warmdesk/apps.d/"+app, 0o755, content)
-	}
-	if browser {
-		for _, f := range []struct {
-			src, dst string
-			mode     uint32
-		}{
-			{"start.html", "/usr/local/share/warmdesk/start.html", 0o644},
-			{"cdp-bridge", "/usr/local/lib/warmdesk/cdp-bridge", 0o755},
-		} {
-			content, err := read(f.src)
-			if err != nil {
-				return nil, err
-			}
-			add(f.dst, f.mode, content)
-		}
 	}
 	tmpl, err := read("xorg.conf.tmpl")
 	if err != nil {

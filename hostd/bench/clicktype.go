@@ -23,12 +23,8 @@ const clickTypeSamples = 8
 // reaction; the server's sync_ms), and the whole batch. It needs the
 // browser snapshot in the catalog; without it the keys are null.
 func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
-	snap, err := e.cat.Get(e.opts.BrowserSnapshot)
-	if err != nil {
-		e.res.null("click_type_sync_p50_ms", fmt.Sprintf("no %q snapshot (hostd image build --flavor browser; hostd snapshot bake --image browser)", e.opts.BrowserSnapshot))
-		return nil
-	}
-	if err := e.cat.Verify(snap); err != nil {
+	snap, ok, err := e.browserSnapshot("click_type_sync_p50_ms")
+	if !ok || err != nil {
 		return err
 	}
 	var sync, total Dist
@@ -120,4 +116,15 @@ func postBatch(ctx context.Context, url, token, body string) (api.ActionsRespons
 		return out, took, fmt.Errorf("actions: HTTP %d: %+v", resp.StatusCode, out.Error)
 	}
 	return out, took, err
+}
+
+// browserSnapshot finds the browser snapshot a suite needs; without it the
+// suite's key is null with a note saying how to make one.
+func (e *env) browserSnapshot(key string) (desktop.Snapshot, bool, error) {
+	snap, err := e.cat.Get(e.opts.BrowserSnapshot)
+	if err != nil {
+		e.res.null(key, fmt.Sprintf("no %q snapshot (hostd image build --flavor browser; hostd snapshot bake --image browser)", e.opts.BrowserSnapshot))
+		return snap, false, nil
+	}
+	return snap, true, e.cat.Verify(snap)
 }

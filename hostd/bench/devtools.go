@@ -23,10 +23,9 @@ const devtoolsSamples = 5
 // connectOverCDP does first (GET /json/version, open the browser's
 // WebSocket, Browser.getVersion). It needs the browser snapshot.
 func (e *env) devtoolsSuite(ctx context.Context, base, token string) error {
-	snap, err := e.cat.Get(e.opts.BrowserSnapshot)
-	if err != nil {
-		e.res.null("devtools_connect_p50_ms", fmt.Sprintf("no %q snapshot (hostd image build --flavor browser; hostd snapshot bake --image browser)", e.opts.BrowserSnapshot))
-		return nil
+	snap, ok, err := e.browserSnapshot("devtools_connect_p50_ms")
+	if !ok || err != nil {
+		return err
 	}
 	var connect Dist
 	for range devtoolsSamples {
