@@ -170,7 +170,10 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 		},
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
-			if !discovery || resp.StatusCode != http.StatusOK || path == "/json/protocol" {
+			// /json/activate and /json/close answer plain text, and
+			// /json/protocol (large) holds no sockets.
+			json := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+			if !discovery || !json || resp.StatusCode != http.StatusOK || path == "/json/protocol" {
 				return nil
 			}
 			body, err := io.ReadAll(io.LimitReader(resp.Body, devtools.MaxDiscovery))
