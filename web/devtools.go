@@ -172,8 +172,8 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 		ModifyResponse: func(resp *http.Response) error {
 			// /json/activate and /json/close answer plain text, and
 			// /json/protocol (large) holds no sockets.
-			json := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
-			if !discovery || !json || resp.StatusCode != http.StatusOK || path == "/json/protocol" {
+			isJSON := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+			if !discovery || !isJSON || resp.StatusCode != http.StatusOK || path == "/json/protocol" {
 				return nil
 			}
 			body, err := io.ReadAll(io.LimitReader(resp.Body, devtools.MaxDiscovery))
