@@ -135,11 +135,11 @@ func (d *device) sealPress(ctx context.Context, mach desktop.Machine) error {
 // (docs/API.md, "Keys after a click"). The signal is the screen reacting
 // to the click: a change larger than the pointer's redraw since the press
 // (a focus ring, a window coming forward), or any change once the pointer
-// is back and drawn there, which is the application's. A click into a text field shows only its caret, no larger
-// than the pointer's redraw, which is why the pointer is settled first
-// (logged on the browser image: in 20 trials of 20 the caret was the only
-// change). The wait is bounded by KeyReaction, since many clicks change
-// nothing visible. A reaction larger than the pointer is not the end of
+// is back and its redraw done, which is the application's. A click into a
+// text field shows only its caret, no larger than the pointer's redraw
+// (logged on the browser image: no trial saw more), which is why the
+// pointer is settled first. The wait is bounded by KeyReaction, since many
+// clicks change nothing visible. A reaction larger than the pointer is not the end of
 // the handling (Chromium paints the focus ring before its renderer has
 // taken the focus for keys), so after one the keys also wait for the
 // guest's CPUs to go idle, at most KeyReaction more.
