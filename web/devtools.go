@@ -191,7 +191,7 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			abort(c, http.StatusServiceUnavailable, "unavailable", "desktop "+id+": Chromium's DevTools: "+err.Error()+" (if Chromium crashed, a reset or a new desktop brings it back)", "")
+			abort(c, http.StatusServiceUnavailable, "unavailable", "desktop "+id+": Chromium's DevTools: "+err.Error()+" (if Chromium crashed, a new desktop from the snapshot has it again)", "")
 		},
 	}
 	proxy.ServeHTTP(c.Writer, c.Request)
