@@ -36,12 +36,9 @@ type devtoolsLink struct {
 // network policy. A desktop whose image has no Chromium is a conflict that
 // names the flavor to use instead.
 func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error) {
-	mach, d, err := s.mgr.Machine(ctx, id, false)
+	mach, d, err := s.runningMachine(ctx, id, false, "reach the DevTools of")
 	if err != nil {
 		return nil, err
-	}
-	if d.State != desktop.StateRunning {
-		return nil, &desktop.TransitionError{ID: id, From: d.State, Action: "reach the DevTools of"}
 	}
 	if snap, err := s.mgr.Catalog().Get(d.Snapshot); err == nil && snap.Manifest.Image.Flavor != ChromiumFlavor {
 		return nil, fmt.Errorf("%w: desktop %s runs image %q (flavor %s), which has no Chromium: create it from a snapshot of the %s image or of a recipe built from it",

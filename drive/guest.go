@@ -32,14 +32,22 @@ const agentMargin = 3 * time.Second
 // guestMachine finds a running desktop's machine once its guest has its
 // own clock and identity.
 func (s *Service) guestMachine(ctx context.Context, id string) (desktop.Machine, error) {
-	mach, d, err := s.mgr.Machine(ctx, id, true)
+	mach, _, err := s.runningMachine(ctx, id, true, "reach the guest agent of")
+	return mach, err
+}
+
+// runningMachine finds a desktop's machine (once its guest has its own
+// clock and identity, when guestReady) and refuses a desktop that is not
+// running with a transition error naming action.
+func (s *Service) runningMachine(ctx context.Context, id string, guestReady bool, action string) (desktop.Machine, desktop.Desktop, error) {
+	mach, d, err := s.mgr.Machine(ctx, id, guestReady)
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
 	if d.State != desktop.StateRunning {
-		return nil, &desktop.TransitionError{ID: id, From: d.State, Action: "reach the guest agent of"}
+		return nil, d, &desktop.TransitionError{ID: id, From: d.State, Action: action}
 	}
-	return mach, nil
+	return mach, d, nil
 }
 
 // boundedAgent makes every guest agent call end when its context does.

@@ -23,12 +23,8 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	if s.cfg.Guests == nil {
 		return nil, fmt.Errorf("%w: this hostd has no guest networks", desktop.ErrUnavailable)
 	}
-	_, d, err := s.mgr.Machine(ctx, id, false)
-	if err != nil {
+	if _, _, err := s.runningMachine(ctx, id, false, "reach a port of"); err != nil {
 		return nil, err
-	}
-	if d.State != desktop.StateRunning {
-		return nil, &desktop.TransitionError{ID: id, From: d.State, Action: "reach a port of"}
 	}
 	c, err := s.cfg.Guests.DialGuest(ctx, id, uint16(port))
 	if err != nil {
