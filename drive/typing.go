@@ -28,9 +28,22 @@ import (
 // place, typed it exactly every time (also three segments of six CJK
 // characters rebinding the same keycodes back to back).
 //
+// X repeats a key held longer than its repeat delay (660 ms by default). A
+// guest stalled between xdotool's press and release (TCG on a loaded host)
+// typed a character twice in CI ("🙂🙂"), so the typing script turns the
+// server's autorepeat off while it types and puts it back as it was.
+//
 // Why not the clipboard and a paste key: which key pastes which selection
 // depends on the application (xterm pastes PRIMARY on Shift+Insert and
 // has no CLIPBOARD paste key), and it would overwrite the user's clipboard.
+
+// typingPrelude starts every typing script: stop at the first failure, and
+// no autorepeat until the script ends.
+const typingPrelude = `set -e
+repeat=$(xset q | awk '/auto repeat:/ { print $3; exit }')
+xset r off
+trap '[ "$repeat" != on ] || xset r on' EXIT
+`
 
 // typingSlots remembers which spare keycode holds which character, so a
 // keycode just used is rebound last (least recently used first): rebinding
@@ -154,7 +167,7 @@ func keysym(r rune) string {
 // Every word of the script is ours: the text itself never reaches a shell.
 func (t *typingSlots) script(text string) string {
 	var b strings.Builder
-	b.WriteString("set -e\n")
+	b.WriteString(typingPrelude)
 	var keys []string
 	need := map[rune]bool{}
 	var order []rune

@@ -18,7 +18,7 @@ func TestTypingScript(t *testing.T) {
 	var s typingSlots
 	s.reset([]int{93, 97, 103})
 	got := s.script("naïve\r\ncafé 日\t")
-	want := "set -e\n" +
+	want := typingPrelude +
 		"xmodmap -e 'keycode 93 = U00EF U00EF' -e 'keycode 97 = U00E9 U00E9' -e 'keycode 103 = U65E5 U65E5'\n" +
 		"xdotool key --clearmodifiers --delay 0 U006E U0061 U00EF U0076 U0065 Return U0063 U0061 U0066 U00E9 U0020 U65E5 Tab\n"
 	if got != want {
@@ -38,9 +38,8 @@ func TestTypingScriptSegments(t *testing.T) {
 	// Four distinct characters on two keycodes: two segments, each binding
 	// before it types, none binding a keycode its own segment still needs.
 	got := s.script("αβγδ")
-	lines := strings.Split(strings.TrimSpace(got), "\n")
+	lines := strings.Split(strings.TrimSpace(strings.TrimPrefix(got, typingPrelude)), "\n")
 	want := []string{
-		"set -e",
 		"xmodmap -e 'keycode 93 = U03B1 U03B1' -e 'keycode 97 = U03B2 U03B2'",
 		"xdotool key --clearmodifiers --delay 0 U03B1 U03B2",
 		"xmodmap -e 'keycode 93 = U03B3 U03B3' -e 'keycode 97 = U03B4 U03B4'",
@@ -60,8 +59,11 @@ func TestTypingScriptOnlyOurWords(t *testing.T) {
 	var s typingSlots
 	s.reset([]int{93})
 	// Shell metacharacters in the text never reach the shell as such.
-	got := s.script("'; rm -rf / #$(x)`é")
-	word := regexp.MustCompile(`^(U[0-9A-F]{4,6}|Return|Tab|set|-e|xmodmap|'keycode|93|=|U[0-9A-F]{4,6}'|xdotool|key|--clearmodifiers|--delay|0)$`)
+	got, found := strings.CutPrefix(s.script("'; rm -rf / #$(x)`é"), typingPrelude)
+	if !found {
+		t.Fatalf("the script does not start with the prelude: %s", got)
+	}
+	word := regexp.MustCompile(`^(U[0-9A-F]{4,6}|Return|Tab|-e|xmodmap|'keycode|93|=|U[0-9A-F]{4,6}'|xdotool|key|--clearmodifiers|--delay|0)$`)
 	for _, w := range strings.Fields(got) {
 		if !word.MatchString(w) {
 			t.Errorf("script word %q is not one of ours: %s", w, got)
