@@ -52,6 +52,16 @@ type CreateDesktop struct {
 	DiskMiB   int              `json:"disk_mib,omitempty"`
 	// Volumes are attached and mounted before the create returns.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Clock, when set, is the guest's wall-clock time (RFC 3339) when the
+	// create returns; the guest's clock runs on from it.
+	Clock *time.Time `json:"clock,omitempty"`
+}
+
+// Reset asks for a desktop to go back to its snapshot.
+type Reset struct {
+	// Clock, when set, is the guest's wall-clock time when the reset
+	// returns; unset, the one the create (or last reset) asked for.
+	Clock *time.Time `json:"clock,omitempty"`
 }
 
 // Desktop is a desktop as the API shows it.
@@ -78,6 +88,13 @@ type Desktop struct {
 	Setup *Setup `json:"setup,omitempty"`
 	// Volumes are the volumes it holds, mounted in its guest.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Clock is the guest clock its create or last reset asked for;
+	// ClockOffsetS the guest's clock minus the host's, in seconds.
+	Clock        *time.Time `json:"clock,omitempty"`
+	ClockOffsetS float64    `json:"clock_offset_s,omitempty"`
+	// Resets counts its resets to its snapshot; ResetAt is the last.
+	Resets  int        `json:"resets,omitempty"`
+	ResetAt *time.Time `json:"reset_at,omitempty"`
 }
 
 // Setup is the outcome of a desktop's on_create commands: state is

@@ -128,6 +128,13 @@ func (c *Client) Op(ctx context.Context, id, op string) (api.Desktop, error) {
 	return d, err
 }
 
+// Reset returns a desktop to its snapshot, keeping its id, URLs and tokens.
+func (c *Client) Reset(ctx context.Context, id string, req api.Reset) (api.Desktop, error) {
+	var d api.Desktop
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/reset", req, &d)
+	return d, err
+}
+
 // Fork makes n copies of a desktop.
 func (c *Client) Fork(ctx context.Context, id string, n int) ([]api.Desktop, error) {
 	var l api.DesktopList

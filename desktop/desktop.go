@@ -114,6 +114,14 @@ type Desktop struct {
 	Setup *Setup `json:"setup,omitempty"`
 	// Volumes are the volumes it holds, mounted in its guest.
 	Volumes []volume.Mount `json:"volumes,omitempty"`
+	// Clock is the guest wall-clock time its create (or last reset) asked
+	// for; a reset without its own goes back to it. ClockOffset is the
+	// guest's clock minus the host's, kept across wakes and forks.
+	Clock       *time.Time    `json:"clock,omitempty"`
+	ClockOffset time.Duration `json:"clock_offset,omitempty"`
+	// Resets counts the resets to its snapshot; ResetAt is the last.
+	Resets  int        `json:"resets,omitempty"`
+	ResetAt *time.Time `json:"reset_at,omitempty"`
 }
 
 // Setup states.

@@ -24,6 +24,8 @@ const (
 	EventSetup EventType = "desktop.setup"
 	// EventVolumes: a volume was attached or detached.
 	EventVolumes EventType = "desktop.volumes"
+	// EventReset: the desktop went back to its snapshot on a new machine.
+	EventReset EventType = "desktop.reset"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.

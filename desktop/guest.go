@@ -224,13 +224,11 @@ func SetTime(ctx context.Context, a GuestAgent, now time.Time) error {
 	return nil
 }
 
-// Personalize gives a restored clone its own identity: the host's time, a
-// hostname and a machine-id. Every clone of a snapshot starts with the
-// template's clock and identity; vmgenid already reseeded its RNG.
-func Personalize(ctx context.Context, a GuestAgent, hostname, machineID string) error {
-	if err := SetTime(ctx, a, time.Now()); err != nil {
-		return err
-	}
+// SetIdentity gives a restored clone its own hostname and machine-id.
+// Every clone of a snapshot starts with the template's clock and identity
+// (the Manager sets the clock first, with SetTime); vmgenid already
+// reseeded its RNG.
+func SetIdentity(ctx context.Context, a GuestAgent, hostname, machineID string) error {
 	script := "echo " + shellQuote(hostname) + " > /etc/hostname && hostname " + shellQuote(hostname) +
 		" && echo " + shellQuote(machineID) + " > /etc/machine-id"
 	res, err := Shell(ctx, a, script, 20*time.Second)

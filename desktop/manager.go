@@ -201,6 +201,9 @@ type CreateRequest struct {
 	DiskMiB   int `json:"disk_mib,omitempty"`
 	// Volumes are attached and mounted before the create returns.
 	Volumes []volume.Mount `json:"volumes,omitempty"`
+	// Clock, when set, is the guest's wall-clock time the create returns
+	// with; the guest's clock then runs on from it, across wakes too.
+	Clock *time.Time `json:"clock,omitempty"`
 }
 
 func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
@@ -231,6 +234,21 @@ func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 	}
 	if req.DiskMiB < 0 || req.DiskMiB > m.limits.MaxDiskMiB {
 		return fmt.Errorf("%w: disk_mib %d: use 0 (no limit) up to %d", ErrInvalid, req.DiskMiB, m.limits.MaxDiskMiB)
+	}
+	return CheckClock(req.Clock)
+}
+
+// The guest clocks a create or reset may ask for: the years a 64-bit
+// Linux guest and its RTC both hold.
+var (
+	earliestClock = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestClock   = time.Date(2199, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// CheckClock checks an asked-for guest clock (nil: the host's).
+func CheckClock(c *time.Time) error {
+	if c != nil && (c.Before(earliestClock) || c.After(latestClock)) {
+		return fmt.Errorf("%w: clock %s: use a time from %d to %d, in RFC 3339 (\"2026-01-01T09:00:00Z\")", ErrInvalid, c.Format(time.RFC3339), earliestClock.Year(), latestClock.Year())
 	}
 	return nil
 }
@@ -326,6 +344,8 @@ type createPlan struct {
 	id      string
 	inState []volume.Mount
 	disks   []VolumeDisk
+	// clockOffset is the source's guest clock offset from the host's.
+	clockOffset time.Duration
 }
 
 // create restores one desktop; the caller holds its reservation.
@@ -349,6 +369,12 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		exp := now.Add(req.TTL)
 		d.ExpiresAt = &exp
 	}
+	if req.Clock != nil {
+		c := req.Clock.UTC()
+		d.Clock, req.Clock = &c, &c
+	}
+	// A fork's copies keep its source's clock.
+	d.ClockOffset = plan.clockOffset
 	// A fork copies a desktop that already ran them.
 	var onCreate []string
 	if forkOf == "" && len(snap.Manifest.OnCreate) > 0 {
@@ -414,7 +440,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 			return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
 		}
 	}
-	m.machineUp(e, mach, true)
+	set := m.machineUp(e, mach, true, req.Clock)
+	if err := m.waitClock(ctx, e, set); err != nil {
+		m.abandon(e, mach)
+		return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
+	}
 	d = e.snapshot()
 	m.publish(EventCreated, d)
 	m.kickTTL()
@@ -461,8 +491,10 @@ func (m *Manager) forget(id string) {
 
 // machineUp starts watching a live machine and tells the observer. A fresh
 // clone also gets its own clock and identity, in the background so the
-// create returns as soon as the screen is back.
-func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
+// create returns as soon as the screen is back. When the desktop asked for
+// a clock (start), the guest's clock is set to it and the returned channel
+// says how that went, so the caller can wait for it; it is nil otherwise.
+func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *time.Time) <-chan clockSet {
 	d := e.snapshot()
 	if m.obs != nil {
 		m.obs.MachineUp(d.ID, mach)
@@ -475,13 +507,29 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 	e.mu.Unlock()
 	if !personalize {
 		closeReady(e, ready)
-		return
+		return nil
+	}
+	var set chan clockSet
+	if start != nil {
+		set = make(chan clockSet, 1)
 	}
 	go func() {
 		defer closeReady(e, ready)
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
-		if err := Personalize(ctx, mach.Agent(), d.ID, machineID(d.ID)); err != nil {
+		hostNow := m.now()
+		guestNow := hostNow.Add(d.ClockOffset)
+		if start != nil {
+			guestNow = *start
+		}
+		err := SetTime(ctx, mach.Agent(), guestNow)
+		if set != nil {
+			set <- clockSet{offset: guestNow.Sub(hostNow), err: err}
+		}
+		if err == nil {
+			err = SetIdentity(ctx, mach.Agent(), d.ID, machineID(d.ID))
+		}
+		if err != nil {
 			// Deleted or hibernated meanwhile: nothing to report. The agent's
 			// connection may close before the process is seen to exit.
 			e.mu.Lock()
@@ -503,6 +551,40 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool) {
 			m.runSetup(m.base, e, mach, cmds, nil)
 		}
 	}()
+	return set
+}
+
+// clockSet is how setting a guest's asked-for clock went: the offset of
+// the guest's clock from the host's it makes.
+type clockSet struct {
+	offset time.Duration
+	err    error
+}
+
+// waitClock waits for the guest's clock to be set to the time a create or
+// reset asked for, and records the offset it makes (a wake keeps it).
+// Nothing to wait for (set is nil) is success.
+func (m *Manager) waitClock(ctx context.Context, e *entry, set <-chan clockSet) error {
+	if set == nil {
+		return nil
+	}
+	var r clockSet
+	select {
+	case r = <-set:
+	case <-ctx.Done():
+		return fmt.Errorf("set the guest's clock: %w", ctx.Err())
+	}
+	if r.err != nil {
+		return r.err
+	}
+	e.mu.Lock()
+	e.d.ClockOffset = r.offset
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return fmt.Errorf("record the guest's clock: %w", err)
+	}
+	return nil
 }
 
 // takeOnCreate returns a new desktop's on_create commands once: a wake
@@ -866,8 +948,9 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		e.d.Machine = mach.Record()
 		e.guestReady = make(chan struct{})
 		e.mu.Unlock()
-		// A woken desktop slept for a while: its clock needs setting again.
-		m.machineUp(e, mach, true)
+		// A woken desktop slept for a while: its clock needs setting again
+		// (to the host's, plus the offset a create or reset asked for).
+		m.machineUp(e, mach, true, nil)
 		return nil
 	})
 	// Only now that the record names the running machine may its guest

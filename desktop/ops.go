@@ -140,7 +140,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			if src.Name != src.ID {
 				req.Name = fmt.Sprintf("%s-fork%d", src.Name, i+1)
 			}
-			plan := createPlan{forkOf: id, id: NewID("d-")}
+			plan := createPlan{forkOf: id, id: NewID("d-"), clockOffset: src.ClockOffset}
 			if len(src.Volumes) > 0 {
 				// Branches are named after the copy's id: copies' names
 				// repeat from fork to fork, and branches outlive copies.

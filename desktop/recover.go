@@ -120,7 +120,7 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 		m.desktops[d.ID] = e
 		m.mu.Unlock()
 		// The guest was set up before the restart.
-		m.machineUp(e, mach, false)
+		m.machineUp(e, mach, false, nil)
 		log.Info("reattached", "state", d.State)
 		return
 	}

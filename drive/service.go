@@ -217,7 +217,9 @@ func (s *Service) watch(ctx context.Context) {
 func (s *Service) handle(ctx context.Context, ev desktop.Event) {
 	id := ev.Desktop.ID
 	switch ev.Type {
-	case desktop.EventDeleted:
+	case desktop.EventDeleted, desktop.EventReset:
+		// A reset desktop is a new guest: no key is held in it, its
+		// pointer is where the snapshot's was, its Chromium is new.
 		s.mu.Lock()
 		delete(s.desks, id)
 		s.mu.Unlock()

@@ -40,6 +40,7 @@ var routeAccess = map[string]access{
 	"POST /v1/desktops/:id/hibernate":          needDaemon,
 	"POST /v1/desktops/:id/wake":               needDaemon,
 	"POST /v1/desktops/:id/fork":               needDaemon,
+	"POST /v1/desktops/:id/reset":              needControl,
 	"POST /v1/desktops/:id/snapshot":           needDaemon,
 	"GET /v1/desktops/:id/screenshot":          needView,
 	"GET /v1/desktops/:id/screenshot/settled":  needView,

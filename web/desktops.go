@@ -55,6 +55,7 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 		CPUs: d.Resources.CPUs, MemoryMiB: d.Resources.MemoryMiB, DiskMiB: d.Resources.DiskMiB,
 		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
 		ForkOf: d.ForkOf, Driver: d.Driver,
+		Clock: d.Clock, ClockOffsetS: d.ClockOffset.Seconds(), Resets: d.Resets, ResetAt: d.ResetAt,
 		Control: api.Control{Holder: string(d.Control.Holder), By: d.Control.By, Since: d.Control.Since},
 		URLs: api.URLs{
 			Self: base, Screenshot: base + "/screenshot", Actions: base + "/actions",
@@ -94,6 +95,7 @@ func (s *Server) createDesktop(c *gin.Context) {
 	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
 		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Volumes: mounts(req.Volumes),
+		Clock: req.Clock,
 	})
 	if err != nil {
 		fail(c, err)
@@ -101,6 +103,24 @@ func (s *Server) createDesktop(c *gin.Context) {
 	}
 	s.cfg.Metrics.ObserveCreate(time.Since(start))
 	c.JSON(http.StatusCreated, s.view(d))
+}
+
+// resetDesktop returns a desktop to its snapshot, keeping its id, URLs and
+// tokens. An agent's control token may: it is how a test harness starts
+// each case clean, and a person in control still stops it.
+func (s *Server) resetDesktop(c *gin.Context) {
+	var req api.Reset
+	if !decodeJSON(c, &req) {
+		return
+	}
+	start := time.Now()
+	d, err := s.cfg.Manager.Reset(c.Request.Context(), c.Param("id"), desktop.ResetRequest{Clock: req.Clock})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.cfg.Metrics.ObserveReset(time.Since(start))
+	c.JSON(http.StatusOK, s.view(d))
 }
 
 func (s *Server) getDesktop(c *gin.Context) {

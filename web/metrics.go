@@ -15,6 +15,7 @@ import (
 type Metrics struct {
 	reg    *prometheus.Registry
 	create prometheus.Histogram
+	reset  prometheus.Histogram
 	flows  *prometheus.CounterVec
 	bytes  *prometheus.CounterVec
 	states *stateCollector
@@ -29,7 +30,12 @@ func NewMetrics(m *desktop.Manager) *Metrics {
 		create: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "warmdesk_create_seconds",
 			Help:    "Time from a create request to a running desktop.",
-			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			Buckets: latencyBuckets,
+		}),
+		reset: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "warmdesk_reset_seconds",
+			Help:    "Time from a reset request to the desktop running again from its snapshot.",
+			Buckets: latencyBuckets,
 		}),
 	}
 	mt.flows = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -42,7 +48,7 @@ func NewMetrics(m *desktop.Manager) *Metrics {
 	}, []string{"direction"})
 	mt.states = &stateCollector{}
 	mt.Watch(m)
-	reg.MustRegister(mt.create, mt.flows, mt.bytes, mt.states)
+	reg.MustRegister(mt.create, mt.reset, mt.flows, mt.bytes, mt.states)
 	return mt
 }
 
@@ -60,8 +66,14 @@ func (mt *Metrics) ObserveFlow(allowed bool, sent, received int64) {
 	mt.bytes.WithLabelValues("in").Add(float64(received))
 }
 
+// latencyBuckets are the buckets of create and reset times, in seconds.
+var latencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 // ObserveCreate records one create's latency.
 func (mt *Metrics) ObserveCreate(d time.Duration) { mt.create.Observe(d.Seconds()) }
+
+// ObserveReset records one reset's latency.
+func (mt *Metrics) ObserveReset(d time.Duration) { mt.reset.Observe(d.Seconds()) }
 
 // Handler serves the metrics.
 func (mt *Metrics) Handler() http.Handler {

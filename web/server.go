@@ -76,6 +76,7 @@ func New(cfg Config) *Server {
 	for _, op := range []string{"pause", "resume", "hibernate", "wake", "fork", "snapshot"} {
 		v1.POST("/desktops/:id/"+op, need(needDaemon), s.desktopOp(op))
 	}
+	v1.POST("/desktops/:id/reset", need(needControl), s.resetDesktop)
 	v1.GET("/desktops/:id/screenshot", need(needView), s.screenshot)
 	v1.GET("/desktops/:id/screenshot/settled", need(needView), s.screenshotSettled)
 	v1.GET("/desktops/:id/vnc", need(needView), s.vncSocket) // mode=control needs control

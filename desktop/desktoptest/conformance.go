@@ -63,6 +63,7 @@ var checks = []check{
 	{"CreateFromPool", createFromPool},
 	{"PauseResume", pauseResume},
 	{"HibernateWake", hibernateWake},
+	{"ResetToSnapshot", resetToSnapshot},
 	{"Fork3", fork3},
 	{"ForkPausedTwice", forkPausedTwice},
 	{"SnapshotThenCreate", snapshotThenCreate},

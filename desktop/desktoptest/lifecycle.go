@@ -2,6 +2,7 @@ package desktoptest
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -342,4 +343,98 @@ func restartResumes(t *testing.T, h Harness) {
 	}
 	e.guestAlive(t, d.ID)
 	e.remove(t, d.ID)
+}
+
+// A reset goes back to the snapshot on a new machine and keeps the
+// desktop's id and settings; from hibernation it comes back running; a
+// person in control stops it. With a guest OS: what the guest wrote is
+// gone, and the clock the create asked for is the clock again.
+func resetToSnapshot(t *testing.T, h Harness) {
+	e := open(t, h)
+	ctx := e.ctx(t)
+	start := time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC)
+	d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: e.h.Snapshot, Name: "reset-me", Clock: &start})
+	if err != nil {
+		t.Fatalf("create with a clock: %v", err)
+	}
+	if d.Clock == nil || !d.Clock.Equal(start) {
+		t.Fatalf("create recorded clock %v, want %v", d.Clock, start)
+	}
+	guestClockNear(t, e, d.ID, start)
+	if h.GuestOS {
+		e.shell(t, d.ID, "echo dirty > /root/reset-marker && sync")
+	}
+	before := e.machine(t, d.ID)
+	r, err := e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{})
+	if err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if r.ID != d.ID || r.Name != "reset-me" || r.State != desktop.StateRunning || r.Resets != 1 || r.ResetAt == nil {
+		t.Fatalf("after reset: %s, resets %d, want %s running with 1 reset", Describe(r), r.Resets, d.ID)
+	}
+	if e.machine(t, d.ID) == before {
+		t.Fatal("the reset desktop still has its old machine")
+	}
+	select {
+	case <-before.Exited():
+	default:
+		t.Fatal("the old machine still runs after the reset")
+	}
+	e.screenOK(t, d.ID)
+	e.guestAlive(t, d.ID)
+	guestClockNear(t, e, d.ID, start)
+	if h.GuestOS {
+		if out := e.shell(t, d.ID, "test -e /root/reset-marker && echo kept || echo gone"); out != "gone" {
+			t.Errorf("a file written before the reset is %s after it", out)
+		}
+		if out := e.shell(t, d.ID, "hostname"); out != d.ID {
+			t.Errorf("hostname %q after the reset, want %s", out, d.ID)
+		}
+	}
+
+	if _, err := e.mgr.Hibernate(ctx, d.ID); err != nil {
+		t.Fatalf("hibernate: %v", err)
+	}
+	later := start.Add(24 * time.Hour)
+	r, err = e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{Clock: &later})
+	if err != nil || r.State != desktop.StateRunning || r.Resets != 2 {
+		t.Fatalf("reset of a hibernated desktop: %v, state %s, resets %d", err, r.State, r.Resets)
+	}
+	e.guestAlive(t, d.ID)
+	guestClockNear(t, e, d.ID, later)
+
+	if _, err := e.mgr.SetControl(d.ID, desktop.ControlPerson, "ana"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{}); !errors.Is(err, desktop.ErrControlled) {
+		t.Fatalf("reset while a person holds control: %v, want ErrControlled", err)
+	}
+	e.remove(t, d.ID)
+}
+
+// guestClockNear checks that a desktop's guest clock reads want, give or
+// take the time since it was set (a few seconds under TCG). Without a
+// guest OS it checks the recorded offset instead.
+func guestClockNear(t *testing.T, e *env, id string, want time.Time) {
+	t.Helper()
+	d, err := e.mgr.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Now().Add(d.ClockOffset); got.Sub(want).Abs() > time.Minute {
+		t.Errorf("desktop %s: recorded clock offset makes it %s, want about %s", id, got.Format(time.RFC3339), want.Format(time.RFC3339))
+	}
+	if !e.h.GuestOS {
+		return
+	}
+	out := e.shell(t, id, "date +%s")
+	secs, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		t.Fatalf("guest clock %q: %v", out, err)
+	}
+	// Set at most a minute ago (the set and every check since, under TCG),
+	// and never before it was asked for.
+	if got := time.Unix(secs, 0); got.Before(want.Add(-2*time.Second)) || got.After(want.Add(time.Minute)) {
+		t.Errorf("desktop %s: guest clock %s, want %s (up to a minute later)", id, got.UTC().Format(time.RFC3339), want.Format(time.RFC3339))
+	}
 }

@@ -25,6 +25,7 @@ func cmdDesktop(ctx context.Context, e *env, args []string) error {
 		"resume":    desktopOp("resume"),
 		"hibernate": desktopOp("hibernate"),
 		"wake":      desktopOp("wake"),
+		"reset":     desktopReset,
 		"fork":      desktopFork,
 		"snapshot":  desktopSnapshot,
 		"network":   desktopNetwork,
@@ -83,6 +84,7 @@ func desktopCreate(ctx context.Context, e *env, args []string) error {
 			req.Volumes = append(req.Volumes, m)
 			return err
 		})
+		clockFlag(fs, &req.Clock)
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
 	if err != nil {
@@ -216,6 +218,37 @@ func desktopOp(op string) func(context.Context, *env, []string) error {
 		fmt.Fprintf(e.stdout, "%s is %s (%s took %s)\n", d.ID, d.State, op, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
+}
+
+func desktopReset(ctx context.Context, e *env, args []string) error {
+	var req api.Reset
+	pos, c, err := connect(e, "reset", args, func(fs *flagSet) { clockFlag(fs, &req.Clock) })
+	if err != nil {
+		return err
+	}
+	id, err := oneID(pos)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	d, err := c.Reset(ctx, id, req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s is %s again from %s (reset took %s)\n", d.ID, d.State, d.Snapshot, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// clockFlag reads --clock, the guest's wall-clock time in RFC 3339.
+func clockFlag(fs *flagSet, clock **time.Time) {
+	fs.Func("clock", "the guest's wall-clock time to start from, RFC 3339 (2026-01-01T09:00:00Z); default: the host's", func(v string) error {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return fmt.Errorf("use RFC 3339, such as 2026-01-01T09:00:00Z: %w", err)
+		}
+		*clock = &t
+		return nil
+	})
 }
 
 func desktopFork(ctx context.Context, e *env, args []string) error {

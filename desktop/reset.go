@@ -1,0 +1,167 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ResetRequest is what a reset may ask for besides going back.
+type ResetRequest struct {
+	// Clock, when set, is the guest's wall-clock time the reset returns
+	// with, and the one later resets go back to. Unset: the clock the
+	// desktop's create (or last reset) asked for, or the host's.
+	Clock *time.Time `json:"clock,omitempty"`
+}
+
+// Reset returns a desktop to the snapshot it was created from, as a create
+// from that snapshot would make it, but keeping what names it: its id and
+// name (so its URLs and per-desktop tokens), network policy, control
+// holder, TTL and resources. The old machine ends first (a driver keys a
+// desktop's files by its id), then a new one restores from the snapshot,
+// through the warm pool when the driver has one; the mirror and anything
+// else observing reattach through MachineUp. The snapshot's on_create
+// commands run again, except on a fork's copy (its template ran them).
+//
+// A paused, hibernated or failed desktop comes back running. A desktop a
+// person controls is refused like any agent action, and so is one with
+// volumes attached (detach them first: a reset would need to mount them in
+// the new guest, which is not built).
+func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Desktop, error) {
+	if err := CheckClock(req.Clock); err != nil {
+		return Desktop{}, err
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	// A desktop that holds no memory now reserves like a wake; one that
+	// does gives its machine back before taking another.
+	if d := e.snapshot(); !d.State.Holds() {
+		if err := m.checkSpace("reset"); err != nil {
+			return d, err
+		}
+		release, err := m.reserve(1, d.Resources.MemoryMiB)
+		if err != nil {
+			return d, fmt.Errorf("reset %s: %w", id, err)
+		}
+		defer release()
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	d := e.snapshot()
+	if err := m.resettable(d); err != nil {
+		return d, err
+	}
+	snap, err := m.snapshotFor(d.Snapshot)
+	if err != nil {
+		return d, fmt.Errorf("reset %s: %w", id, err)
+	}
+
+	if err := m.endMachine(e, "reset"); err != nil {
+		return e.snapshot(), err
+	}
+	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
+	defer cancel()
+	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: d.Resources.DiskMiB})
+	if err != nil {
+		return m.failed(e, "reset: restore from "+snap.Name+": "+err.Error()), fmt.Errorf("reset %s from %s: %w", id, snap.Name, err)
+	}
+	now := m.now().UTC()
+	clock := d.Clock
+	if req.Clock != nil {
+		c := req.Clock.UTC()
+		clock = &c
+	}
+	e.mu.Lock()
+	e.m = mach
+	e.d.State = StateRunning
+	e.d.Reason = ""
+	e.d.Machine = mach.Record()
+	e.d.LastUsedAt = now
+	e.d.Clock, e.d.ClockOffset = clock, 0
+	e.d.Resets++
+	e.d.ResetAt = &now
+	e.d.Setup = nil
+	e.onCreate = nil
+	if d.ForkOf == "" && len(snap.Manifest.OnCreate) > 0 {
+		e.onCreate = snap.Manifest.OnCreate
+		e.d.Setup = &Setup{State: SetupRunning, Commands: len(e.onCreate)}
+	}
+	e.guestReady = make(chan struct{})
+	d = e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record a reset desktop", "desktop", id, "err", err)
+	}
+	set := m.machineUp(e, mach, true, clock)
+	if err := m.waitClock(ctx, e, set); err != nil {
+		return e.snapshot(), fmt.Errorf("reset %s: %w", id, err)
+	}
+	d = e.snapshot()
+	m.publish(EventReset, d)
+	return d, nil
+}
+
+// resettable says why d cannot be reset now, or nil.
+func (m *Manager) resettable(d Desktop) error {
+	switch d.State {
+	case StateRunning, StatePaused, StateHibernated, StateFailed:
+	default:
+		return &TransitionError{ID: d.ID, From: d.State, Action: "reset"}
+	}
+	if d.Control.Holder == ControlPerson {
+		// The same refusal as any agent input.
+		running := d
+		running.State = StateRunning
+		return running.InputAllowed()
+	}
+	if len(d.Volumes) > 0 {
+		return fmt.Errorf("%w: desktop %s has volumes attached (%s); a reset does not mount them again yet: detach them first (DELETE /v1/desktops/%s/volumes/NAME)", ErrConflict, d.ID, d.Volumes[0].Name, d.ID)
+	}
+	return nil
+}
+
+// endMachine ends a desktop's machine, or cleans up what a hibernated or
+// failed one left, under the op lock, for an operation that replaces it.
+// On failure the desktop is recorded failed with the reason.
+func (m *Manager) endMachine(e *entry, action string) error {
+	e.mu.Lock()
+	mach, rec, id := e.m, e.d.Machine, e.d.ID
+	e.expectExit = true
+	e.mu.Unlock()
+	if m.obs != nil && mach != nil {
+		m.obs.MachineDown(id)
+	}
+	ctx, cancel := context.WithTimeout(m.base, time.Minute)
+	defer cancel()
+	var err error
+	if mach != nil {
+		err = mach.Destroy(ctx)
+	} else if len(rec) > 0 {
+		err = m.drv.Cleanup(ctx, rec)
+	}
+	e.mu.Lock()
+	e.m = nil
+	e.expectExit = false
+	e.mu.Unlock()
+	if err != nil {
+		m.failed(e, action+": ending its machine failed: "+err.Error())
+		return fmt.Errorf("%s %s: end its machine: %w", action, id, err)
+	}
+	return nil
+}
+
+// failed records a desktop failed with reason and returns it.
+func (m *Manager) failed(e *entry, reason string) Desktop {
+	e.mu.Lock()
+	e.d.State = StateFailed
+	e.d.Reason = reason
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record a failed desktop", "desktop", d.ID, "err", err)
+	}
+	m.publish(EventState, d)
+	return d
+}
