@@ -18,6 +18,8 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -196,6 +198,36 @@ func TestBrowser(t *testing.T) {
 			if !strings.Contains(eval[string](tb, `document.querySelector('#activity').textContent`), "control: person: tester") {
 				t.Error("the activity strip does not show the handover")
 			}
+		}},
+		{"ResetReconnectsTheViewerAndKeepsTokens", func(t *testing.T) {
+			view := s.issue(t, "view")
+			tb := b.newTab(t)
+			tb.run(20*time.Second, chromedp.Navigate(s.url+view.ViewerURL))
+			tb.waitJS("connected view-only", `document.querySelector('#screen').dataset.connected === 'true'`, 30*time.Second)
+			eval[bool](tb, `(window.beforeReset = window.warmdesk.rfb, true)`)
+			s.shell(t, "touch /tmp/wd-before-reset")
+			// An agent's control token may reset: a test harness's way to
+			// start each case clean.
+			ctl := s.issue(t, "control")
+			d, err := client.New(s.url, ctl.Token).Reset(context.Background(), id, api.Reset{})
+			if err != nil {
+				t.Fatalf("reset with a control token: %v", err)
+			}
+			if d.ID != id || d.URLs != s.desktop.URLs || d.Resets != 1 || d.State != "running" {
+				t.Fatalf("after reset: %+v", d)
+			}
+			tb.waitJS("viewer reconnected to the new machine", `window.warmdesk.rfb && window.warmdesk.rfb !== window.beforeReset && document.querySelector('#screen').dataset.connected === 'true'`, 30*time.Second)
+			if !strings.Contains(eval[string](tb, `document.querySelector('#activity').textContent`), "reset to "+d.Snapshot) {
+				t.Error("the activity strip does not show the reset")
+			}
+			if s.exists(t, "/tmp/wd-before-reset") {
+				t.Error("a file made before the reset is still there")
+			}
+			// The view token issued before the reset still reads the desktop.
+			if _, err := client.New(s.url, view.Token).Desktop(context.Background(), id); err != nil {
+				t.Errorf("the view token after the reset: %v", err)
+			}
+			matchesScreenshot(t, s, tb)
 		}},
 		{"NoTokenInAnyURL", func(t *testing.T) {
 			for _, tok := range []string{s.token, "wd_not-the-token", "wdt1."} {

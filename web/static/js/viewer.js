@@ -90,6 +90,7 @@ async function run(d) {
       logEvent(data);
       if (data.type === 'desktop.deleted') { gone(); return; }
       update(data.desktop);
+      if (data.type === 'desktop.reset') reconnectNow();
     },
     onDown: (e, ms) => log(`events: disconnected, retrying in ${Math.round(ms / 1000)}s`),
     onAuth: authLost,
@@ -202,6 +203,14 @@ function connect(mode) {
   });
 }
 
+// reconnectNow connects to a reset desktop's new machine at once, not after
+// the backoff that the old connection's end started.
+function reconnectNow() {
+  if (!desktop || !live(desktop.state)) return;
+  retry = RETRY_MIN_MS;
+  connect(holding(desktop) ? 'control' : 'view');
+}
+
 function disconnect() {
   clearTimeout(retryTimer);
   retryTimer = 0;
@@ -312,6 +321,9 @@ function logEvent(ev) {
       break;
     case 'desktop.deleted':
       log('deleted', ev.time, 'state');
+      break;
+    case 'desktop.reset':
+      log(`reset to ${d.snapshot}`, ev.time, 'state');
       break;
     case 'desktop.network':
       // A connection the guest made (or a policy change, without summary).
