@@ -30,9 +30,11 @@ document.getElementById('send').onclick = function () {
 
 // The Playwright example (examples/playwright) runs as a user runs it:
 // Node and playwright-core from npm, no browser download, against a whole
-// hostd on a browser snapshot; its two cases each create a desktop whose
-// network allows only the page's server on the host's loopback, and
-// connect with connectOverCDP.
+// hostd on a browser snapshot. It creates one desktop whose network allows
+// only the page's server on the host's loopback and whose clock starts in
+// 2030; its two cases connect with connectOverCDP, with a reset between
+// them that must leave neither the first case's localStorage nor a clock
+// other than the one asked for.
 func TestPlaywrightExample(t *testing.T) {
 	dir, err := filepath.Abs("../../examples/playwright")
 	if err != nil {
@@ -79,9 +81,13 @@ func TestPlaywrightExample(t *testing.T) {
 			Test      string `json:"test"`
 			OK        bool   `json:"ok"`
 			ConnectMs int    `json:"connect_ms"`
+			ResetMs   int    `json:"reset_ms"`
 		}
 		if json.Unmarshal(lines.Bytes(), &r) == nil && r.OK {
 			passed = append(passed, r.Test)
+			if len(passed) == 2 && r.ResetMs <= 0 {
+				t.Errorf("the second case reports no reset before it: %s", lines.Text())
+			}
 		}
 	}
 	if err := cmd.Wait(); err != nil {
@@ -90,7 +96,7 @@ func TestPlaywrightExample(t *testing.T) {
 	if strings.Join(passed, ", ") != "greets by name, starts clean" {
 		t.Errorf("cases passed: %q, want both", passed)
 	}
-	// Both cases deleted their desktops.
+	// The example deleted its desktop.
 	if ds, err := h.c.Desktops(ctx); err != nil || len(ds) != 0 {
 		t.Errorf("desktops left after the example: %v %v", ds, err)
 	}
