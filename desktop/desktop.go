@@ -119,7 +119,8 @@ type Desktop struct {
 	// guest's clock minus the host's, kept across wakes and forks.
 	Clock       *time.Time    `json:"clock,omitempty"`
 	ClockOffset time.Duration `json:"clock_offset,omitempty"`
-	// Resets counts the resets to its snapshot; ResetAt is the last.
+	// Resets counts the resets to its snapshot begun (a failed one too);
+	// ResetAt is when the last began.
 	Resets  int        `json:"resets,omitempty"`
 	ResetAt *time.Time `json:"reset_at,omitempty"`
 }

@@ -58,6 +58,13 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 		return d, fmt.Errorf("reset %s: %w", id, err)
 	}
 
+	// Counted before the machine ends, so whatever sees it end (a DevTools
+	// connection's proxy) can already tell a reset from a crash.
+	now := m.now().UTC()
+	e.mu.Lock()
+	e.d.Resets++
+	e.d.ResetAt = &now
+	e.mu.Unlock()
 	if err := m.endMachine(e, "reset"); err != nil {
 		return e.snapshot(), err
 	}
@@ -67,7 +74,6 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	if err != nil {
 		return m.failed(e, "reset: restore from "+snap.Name+": "+err.Error()), fmt.Errorf("reset %s from %s: %w", id, snap.Name, err)
 	}
-	now := m.now().UTC()
 	clock := d.Clock
 	if req.Clock != nil {
 		c := req.Clock.UTC()
@@ -80,8 +86,6 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	e.d.Machine = mach.Record()
 	e.d.LastUsedAt = now
 	e.d.Clock, e.d.ClockOffset = clock, 0
-	e.d.Resets++
-	e.d.ResetAt = &now
 	e.d.Setup = nil
 	e.onCreate = nil
 	if d.ForkOf == "" && len(snap.Manifest.OnCreate) > 0 {

@@ -148,6 +148,12 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 		fail(c, err)
 		return
 	}
+	if strings.EqualFold(c.Request.Header.Get("Upgrade"), "websocket") {
+		conn = devtools.WithCloseReason(conn, s.devtoolsEndReason(id))
+	}
+	if strings.EqualFold(c.Request.Header.Get("Upgrade"), "websocket") {
+		conn = devtools.WithCloseReason(conn, s.devtoolsEndReason(id))
+	}
 	transport, release := oneConn(conn)
 	defer release()
 	discovery := path == "/json" || strings.HasPrefix(path, "/json/")
@@ -191,10 +197,30 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			abort(c, http.StatusServiceUnavailable, "unavailable", "desktop "+id+": Chromium's DevTools: "+err.Error()+" (if Chromium crashed, a new desktop from the snapshot has it again)", "")
+			abort(c, http.StatusServiceUnavailable, "unavailable", "desktop "+id+": Chromium's DevTools: "+err.Error()+" (if Chromium crashed, a reset brings it back: POST /v1/desktops/"+id+"/reset)", "")
 		},
 	}
 	proxy.ServeHTTP(c.Writer, c.Request)
+}
+
+// devtoolsEndReason returns what a DevTools WebSocket's client is told when
+// the connection, opened now, ends from the desktop's side.
+func (s *Server) devtoolsEndReason(id string) func() string {
+	d, _ := s.cfg.Manager.Get(id)
+	resets := d.Resets
+	return func() string {
+		now, err := s.cfg.Manager.Get(id)
+		switch {
+		case err != nil:
+			return "warmdesk: desktop " + id + " was deleted"
+		case now.Resets != resets:
+			return "warmdesk: desktop " + id + " was reset to its snapshot: connect again"
+		case now.State != desktop.StateRunning:
+			return "warmdesk: desktop " + id + " is " + string(now.State)
+		default:
+			return "warmdesk: Chromium in desktop " + id + " closed DevTools (did Chromium exit? a reset brings it back)"
+		}
+	}
 }
 
 // oneConn is a transport that uses conn for its one request; release

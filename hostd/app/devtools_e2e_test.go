@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
+	"github.com/gorilla/websocket"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/images"
@@ -123,6 +125,46 @@ func TestDevToolsDrivesTheDesktopsChromium(t *testing.T) {
 		t.Errorf("chromedp with a header: %d, %v", sum, err)
 	}
 	cancelHeaderTab()
+
+	// A reset closes a DevTools connection saying why, and brings back the
+	// snapshot's Chromium: the start page, without the page driven above.
+	ws, _, err := websocket.DefaultDialer.DialContext(ctx, version.WebSocketDebuggerURL, http.Header{"Authorization": {"Bearer " + e2eToken}})
+	if err != nil {
+		t.Fatalf("browser socket: %v", err)
+	}
+	defer ws.Close()
+	if err := ws.WriteJSON(map[string]any{"id": 1, "method": "Browser.getVersion"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := ws.ReadMessage(); err != nil || !strings.Contains(string(msg), `"id":1`) {
+		t.Fatalf("Browser.getVersion: %s %v", msg, err)
+	}
+	reset, err := s.c.Reset(ctx, s.id, api.Reset{})
+	if err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if reset.ID != s.id || reset.Resets != 1 {
+		t.Fatalf("after reset: %+v", reset)
+	}
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, _, err = ws.ReadMessage()
+	var closed *websocket.CloseError
+	if !errors.As(err, &closed) || closed.Code != websocket.CloseGoingAway || !strings.Contains(closed.Text, "was reset") {
+		t.Errorf("the DevTools socket after a reset: %v, want close 1001 saying the desktop was reset", err)
+	}
+	var after []struct{ Title, Type string }
+	if err := s.c.Do(ctx, http.MethodGet, "/v1/desktops/"+s.id+"/cdp/json/list", nil, &after); err != nil {
+		t.Fatalf("/cdp/json/list after the reset: %v", err)
+	}
+	var titles []string
+	for _, tg := range after {
+		if tg.Type == "page" {
+			titles = append(titles, tg.Title)
+		}
+	}
+	if len(titles) != 1 || !strings.HasPrefix(titles[0], "warmdesk start page") {
+		t.Errorf("pages after the reset: %q, want only the start page", titles)
+	}
 
 	// A view token may not reach DevTools.
 	var issued api.IssuedToken
