@@ -70,7 +70,7 @@ func NewServer(o Options) *mcp.Server {
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_desktops", Description: "List the desktops this token can see, with their id, state and snapshot."}, s.listDesktops)
 	mcp.AddTool(srv, &mcp.Tool{Name: "create_desktop", Description: "Create a desktop from a snapshot (a saved desktop: see list_snapshots) in well under a second. It becomes this session's desktop."}, s.createDesktop)
-	mcp.AddTool(srv, &mcp.Tool{Name: "reset_desktop", Description: "Throw a desktop away and create a fresh one from the same snapshot; the new one becomes this session's desktop."}, s.resetDesktop)
+	mcp.AddTool(srv, &mcp.Tool{Name: "reset_desktop", Description: "Return a desktop to the snapshot it was created from, in about the time of a create: everything done in it since is gone; it keeps its id, and becomes this session's desktop."}, s.resetDesktop)
 	mcp.AddTool(srv, &mcp.Tool{Name: "delete_desktop", Description: "Delete a desktop and everything on it."}, s.deleteDesktop)
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_snapshots", Description: "List the snapshots desktops can be created from (needs the host's token)."}, s.listSnapshots)
 	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription}, s.computer)
@@ -205,17 +205,9 @@ func (s *session) resetDesktop(ctx context.Context, req *mcp.CallToolRequest, re
 	if err != nil {
 		return nil, DesktopSummary{}, err
 	}
-	old, err := c.Desktop(ctx, id)
+	d, err := c.Reset(ctx, id, api.Reset{})
 	if err != nil {
 		return nil, DesktopSummary{}, apiError("reset "+id, err)
-	}
-	if err := c.DeleteDesktop(ctx, id); err != nil {
-		return nil, DesktopSummary{}, apiError("reset "+id, err)
-	}
-	s.unbind(id)
-	d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: old.Snapshot, Name: old.Name, Network: old.Network})
-	if err != nil {
-		return nil, DesktopSummary{}, apiError("reset "+id+": create a new one from "+old.Snapshot, err)
 	}
 	s.bind(d.ID)
 	return nil, summary(d), nil

@@ -70,4 +70,18 @@ func TestStdio(t *testing.T) {
 	if len(f.Manager.List()) != 2 {
 		t.Errorf("%d desktops, want the fixture's and the created one", len(f.Manager.List()))
 	}
+	// reset_desktop resets the session's desktop in place: same id.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "reset_desktop"})
+	if err != nil || res.IsError {
+		t.Fatalf("reset_desktop: %v %+v", err, res)
+	}
+	var reset int
+	for _, d := range f.Manager.List() {
+		if d.ID != f.ID && d.Resets == 1 {
+			reset++
+		}
+	}
+	if n := len(f.Manager.List()); n != 2 || reset != 1 {
+		t.Errorf("after reset_desktop: %d desktops, %d of them reset once; want the same two, the created one reset", n, reset)
+	}
 }

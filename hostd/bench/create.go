@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
+	"github.com/warmdesk/warmdesk/vnc"
 )
 
 // createTimeout bounds one create; a cold boot under TCG takes a minute.
@@ -67,6 +69,10 @@ func (e *env) createSuite(ctx context.Context) error {
 	e.drv.Warm(e.snap, 0)
 	e.res.dist("create_pool", &pool)
 	e.progress("  warm pool: p50 %s", pool.Percentile(50))
+
+	if err := e.resetBeside(ctx, n); err != nil {
+		return fmt.Errorf("resets beside creates: %w", err)
+	}
 
 	// Copy-on-write restore, spawning QEMU on the create.
 	var nopool Dist
@@ -128,6 +134,109 @@ func (e *env) createSuite(ctx context.Context) error {
 		e.res.set("coldboot_over_pool_ratio", float64(cold.Percentile(50))/float64(p))
 	}
 	return nil
+}
+
+// resetBeside measures resets of one desktop to its snapshot beside
+// warm-pool creates of the same snapshot, alternating sample by sample so
+// the host's swings hit both alike: each until the desktop's mirror shows
+// the new machine's screen. Both take a machine from the pool; a reset
+// also ends the old one first.
+func (e *env) resetBeside(ctx context.Context, n int) error {
+	e.drv.Warm(e.snap, 1)
+	defer e.drv.Warm(e.snap, 0)
+	if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+		return err
+	}
+	d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: e.snap.Name})
+	if err != nil {
+		return err
+	}
+	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
+	scr, ok := e.screens.Get(d.ID)
+	if !ok {
+		return fmt.Errorf("desktop %s has no screen", d.ID)
+	}
+	if err := waitNonBlank(ctx, scr.Mirror); err != nil {
+		return err
+	}
+	var create, reset Dist
+	for i := 0; i < n; i++ {
+		if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+			return err
+		}
+		c, err := e.timeCreate(ctx, e.mgr, e.screens)
+		if err != nil {
+			return err
+		}
+		create.Add(c)
+		if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+			return err
+		}
+		r, err := e.timeReset(ctx, d.ID, scr.Mirror)
+		if err != nil {
+			return err
+		}
+		reset.Add(r)
+	}
+	e.res.dist("reset", &reset)
+	e.res.dist("reset_create", &create)
+	if p := create.Percentile(50); p > 0 {
+		e.res.set("reset_over_create_ratio", float64(reset.Percentile(50))/float64(p))
+	}
+	e.progress("  reset: p50 %s beside warm-pool creates' %s", reset.Percentile(50), create.Percentile(50))
+	return nil
+}
+
+// timeReset measures one reset up to the mirror's first picture of the
+// new machine. The root window is painted red first (not timed), as a test
+// case leaves its desktop changed, so the reset's picture is told from the
+// old one by the root window's colour coming back.
+func (e *env) timeReset(ctx context.Context, id string, mirror *vnc.Mirror) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	mach, _, err := e.mgr.Machine(ctx, id, true)
+	if err != nil {
+		return 0, err
+	}
+	res, err := desktop.Shell(ctx, mach.Agent(), "DISPLAY=:0 xsetroot -solid '#aa0000'", 30*time.Second)
+	if err != nil || res.ExitCode != 0 {
+		return 0, fmt.Errorf("paint the root window before a reset: %v %s", err, res.Stderr)
+	}
+	if err := waitCorner(ctx, mirror, true); err != nil {
+		return 0, fmt.Errorf("the painted root window: %w", err)
+	}
+	start := time.Now()
+	if _, err := e.mgr.Reset(ctx, id, desktop.ResetRequest{}); err != nil {
+		return 0, err
+	}
+	if err := waitCorner(ctx, mirror, false); err != nil {
+		return 0, fmt.Errorf("the reset desktop's screen: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// waitCorner waits until the mirror's bottom right corner (the root window
+// in every flavor) is, or is no longer, the red timeReset paints.
+func waitCorner(ctx context.Context, mirror *vnc.Mirror, red bool) error {
+	var buf *image.RGBA
+	for {
+		_, changed := mirror.Changed()
+		var seq uint64
+		buf, seq = mirror.Frame(buf)
+		if seq > 0 && mirror.Connected() {
+			b := buf.Bounds()
+			c := buf.RGBAAt(b.Max.X-4, b.Max.Y-4)
+			if (c.R == 0xaa && c.G == 0 && c.B == 0) == red {
+				return nil
+			}
+		}
+		mirror.Poke()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // compareKeys are the figures of compareCreates.

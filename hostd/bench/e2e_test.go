@@ -38,7 +38,7 @@ func TestSmokeEverySuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{
-		"create_pool_p50_ms", "create_nopool_p50_ms", "create_fullrestore_p50_ms", "coldboot_p50_ms",
+		"create_pool_p50_ms", "reset_p50_ms", "reset_over_create_ratio", "create_nopool_p50_ms", "create_fullrestore_p50_ms", "coldboot_p50_ms",
 		"shot_cached_p50_ms", "shot_changed_png_p50_ms", "shot_jpeg_p50_ms", "screendump_p50_ms",
 		"action_http_p50_ms", "action_ws_p50_ms", "action_server_p50_ms", "batch_overhead_p50_ms",
 		"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "fork1_total_ms", "fork2_total_ms",

@@ -15,6 +15,7 @@ import (
 // describes each.
 var keyOrder = []string{
 	"create_pool_p50_ms", "create_pool_p95_ms", "create_pool_max_ms",
+	"reset_p50_ms", "reset_p95_ms", "reset_max_ms", "reset_create_p50_ms", "reset_create_p95_ms", "reset_create_max_ms", "reset_over_create_ratio",
 	"create_nopool_p50_ms", "create_nopool_p95_ms", "create_nopool_max_ms",
 	"create_fullrestore_p50_ms", "create_fullrestore_p95_ms", "create_fullrestore_max_ms", "fullrestore_state_mb",
 	"create_compare_base_p50_ms", "create_compare_base_p95_ms", "create_compare_base_max_ms",
