@@ -95,6 +95,8 @@ type Desktop struct {
 	// Resets counts its resets to its snapshot; ResetAt is the last.
 	Resets  int        `json:"resets,omitempty"`
 	ResetAt *time.Time `json:"reset_at,omitempty"`
+	// Recording says a recording of its screen is running.
+	Recording bool `json:"recording,omitempty"`
 }
 
 // Setup is the outcome of a desktop's on_create commands: state is
@@ -257,4 +259,58 @@ type VolumeList struct {
 // FreezeVolume names a volume snapshot.
 type FreezeVolume struct {
 	Name string `json:"name"`
+}
+
+// StartRecording asks for a recording of a desktop's screen.
+type StartRecording struct {
+	// Format is mp4 (H.264, the default) or webm (VP8).
+	Format string `json:"format,omitempty"`
+}
+
+// Recording is a recording of a desktop's screen.
+type Recording struct {
+	ID        string     `json:"id"`
+	Desktop   string     `json:"desktop"`
+	State     string     `json:"state"` // recording, encoding, done, failed
+	Format    string     `json:"format"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Reason says why it ended: stopped, the desktop was deleted, the disk
+	// cap, a full disk; Error why its encoding failed.
+	Reason     string        `json:"reason,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Frames     int           `json:"frames"`
+	FrameBytes int64         `json:"frame_bytes"`
+	MaxBytes   int64         `json:"max_bytes"`
+	VideoBytes int64         `json:"video_bytes,omitempty"`
+	Seconds    float64       `json:"seconds"`
+	URLs       RecordingURLs `json:"urls"`
+}
+
+// RecordingURLs are a recording's own endpoints.
+type RecordingURLs struct {
+	Info    string `json:"info"`
+	Video   string `json:"video"`
+	Actions string `json:"actions"`
+	Stop    string `json:"stop"`
+}
+
+// RecordingList is the body of GET /v1/desktops/{id}/recordings.
+type RecordingList struct {
+	Recordings []Recording `json:"recordings"`
+}
+
+// RecordingActions is a recording's action log.
+type RecordingActions struct {
+	Recording string           `json:"recording"`
+	Actions   []RecordingEntry `json:"actions"`
+}
+
+// RecordingEntry is one thing done to the desktop during a recording.
+type RecordingEntry struct {
+	// AtMs is the time since the recording started: the video's timeline.
+	AtMs    float64   `json:"at_ms"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // action, exec, control, devtools, state, reset
+	Summary string    `json:"summary"`
 }

@@ -26,6 +26,14 @@ const (
 	EventVolumes EventType = "desktop.volumes"
 	// EventReset: the desktop went back to its snapshot on a new machine.
 	EventReset EventType = "desktop.reset"
+	// EventExec: a command ran in the guest through the API (Summary says
+	// which and how it ended).
+	EventExec EventType = "desktop.exec"
+	// EventDevTools: a DevTools client connected to the desktop's
+	// Chromium (Summary says to what).
+	EventDevTools EventType = "desktop.devtools"
+	// EventRecording: a recording of the screen started or ended.
+	EventRecording EventType = "desktop.recording"
 )
 
 // Event is one change to a desktop, with the desktop as it is after it.

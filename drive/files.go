@@ -323,7 +323,8 @@ const (
 
 // ExecStream runs a program in the guest and passes its output to out as
 // it comes.
-func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, out func(stream string, data []byte)) (ExecResult, error) {
+func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, out func(stream string, data []byte)) (res ExecResult, err error) {
+	defer func() { s.announceExec(id, req, res, err) }()
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
 	}

@@ -105,8 +105,33 @@ func timedOut(res desktop.ExecResult, limit time.Duration) bool {
 	return (res.ExitCode == 124 || res.ExitCode == 137) && res.Duration >= limit
 }
 
-// Exec runs a program in the guest and waits for it.
+// Exec runs a program in the guest and waits for it, for a caller of the
+// API: the desktop's event stream (and a recording's action log) hears of it.
 func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	res, err := s.exec(ctx, id, req)
+	s.announceExec(id, req, res, err)
+	return res, err
+}
+
+// announceExec tells the desktop's events that a command ran.
+func (s *Service) announceExec(id string, req ExecRequest, res ExecResult, err error) {
+	line := strings.Join(append([]string{req.Path}, req.Args...), " ")
+	if len(line) > 120 {
+		line = line[:117] + "..."
+	}
+	switch {
+	case err != nil:
+		line += ": " + err.Error()
+	case res.TimedOut:
+		line += ": timed out"
+	default:
+		line += fmt.Sprintf(": exit %d", res.ExitCode)
+	}
+	s.mgr.Announce(id, desktop.EventExec, line)
+}
+
+// exec is Exec without the announcement, for our own helper scripts.
+func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
 	}
@@ -130,7 +155,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 // shell runs a short helper script of ours in the guest, with DISPLAY set
 // for the X tools, and fails on a non-zero exit.
 func (s *Service) shell(ctx context.Context, id, script string, stdin []byte, timeout time.Duration, args ...string) (desktop.ExecResult, error) {
-	res, err := s.Exec(ctx, id, ExecRequest{
+	res, err := s.exec(ctx, id, ExecRequest{
 		Path: "/bin/sh", Args: append([]string{"-c", "export DISPLAY=${DISPLAY:-:0}\n" + script, "sh"}, args...),
 		Stdin: stdin, Timeout: timeout, MaxOutput: desktop.DefaultMaxOutput,
 	})

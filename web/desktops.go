@@ -56,7 +56,8 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
 		ForkOf: d.ForkOf, Driver: d.Driver,
 		Clock: d.Clock, ClockOffsetS: d.ClockOffset.Seconds(), Resets: d.Resets, ResetAt: d.ResetAt,
-		Control: api.Control{Holder: string(d.Control.Holder), By: d.Control.By, Since: d.Control.Since},
+		Recording: s.cfg.Recordings != nil && s.cfg.Recordings.Recording(d.ID),
+		Control:   api.Control{Holder: string(d.Control.Holder), By: d.Control.By, Since: d.Control.Since},
 		URLs: api.URLs{
 			Self: base, Screenshot: base + "/screenshot", Actions: base + "/actions",
 			Control: base + "/control", VNC: base + "/vnc", Viewer: "/desktops/" + d.ID,

@@ -150,9 +150,8 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 	}
 	if strings.EqualFold(c.Request.Header.Get("Upgrade"), "websocket") {
 		conn = devtools.WithCloseReason(conn, s.devtoolsEndReason(id))
-	}
-	if strings.EqualFold(c.Request.Header.Get("Upgrade"), "websocket") {
-		conn = devtools.WithCloseReason(conn, s.devtoolsEndReason(id))
+		s.cfg.Manager.Announce(id, desktop.EventDevTools, "a DevTools client connected to "+path)
+		defer s.cfg.Manager.Announce(id, desktop.EventDevTools, "a DevTools client disconnected from "+path)
 	}
 	transport, release := oneConn(conn)
 	defer release()

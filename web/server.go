@@ -19,6 +19,7 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/recording"
 	"github.com/warmdesk/warmdesk/vnc"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	Metrics     *Metrics
 	// Images lists the built images (GET /v1/images); nil: none listed.
 	Images func() ([]api.GuestImage, error)
+	// Recordings keeps recordings of desktops' screens; nil: recording is
+	// refused with 503.
+	Recordings *recording.Registry
 }
 
 // Server serves the API and pages.
@@ -92,6 +96,7 @@ func New(cfg Config) *Server {
 	s.networkRoutes(v1)
 	s.volumeRoutes(v1)
 	s.devtoolsRoutes(v1)
+	s.recordingRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s

@@ -28,6 +28,7 @@ import (
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
+	"github.com/warmdesk/warmdesk/recording"
 	"github.com/warmdesk/warmdesk/volume"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -45,8 +46,12 @@ type App struct {
 	Networks *egress.Set
 	Volumes  *volume.Registry
 	Drive    *drive.Service
-	Web      *web.Server
-	Token    string
+	// Recordings are the recordings of desktops' screens.
+	Recordings *recording.Registry
+	// stopRecordings ends the registry's following of the Manager.
+	stopRecordings func()
+	Web            *web.Server
+	Token          string
 	// NewToken is set when the token was made at this start.
 	NewToken bool
 }
@@ -101,14 +106,40 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	checkVolumes(ctx, a.Manager, log)
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
-	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics,
+	if a.Recordings, a.stopRecordings, err = openRecordings(ctx, cfg.Recordings(), a.Manager, log); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) }})
 	return a, nil
 }
 
+// openRecordings starts the recordings' registry in dir, emptied first: a
+// recording does not outlive the hostd that made it (its frames would
+// never be encoded, nor listed).
+func openRecordings(ctx context.Context, dir string, m *desktop.Manager, log *slog.Logger) (*recording.Registry, func(), error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, nil, fmt.Errorf("recordings left by an earlier hostd: %w", err)
+	}
+	reg := recording.NewRegistry(dir, recording.Options{}, log, func(id string, in recording.Info) {
+		summary := "recording " + in.ID + " started"
+		if in.State != recording.StateRecording {
+			summary = "recording " + in.ID + " ended: " + in.Reason
+		}
+		m.Announce(id, desktop.EventRecording, summary)
+	})
+	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go reg.Follow(fctx, m)
+	return reg, stop, nil
+}
+
 // Close stops background work. Desktops keep running for the next hostd.
 func (a *App) Close() {
+	if a.stopRecordings != nil {
+		a.stopRecordings()
+	}
 	if a.Manager != nil {
 		a.Manager.Close()
 	}

@@ -57,6 +57,10 @@ func (p Paths) TokenFile() string   { return filepath.Join(p.StateDir, "token") 
 func (p Paths) AddressFile() string { return filepath.Join(p.StateDir, "address") }
 func (p Paths) Volumes() string     { return filepath.Join(p.StateDir, "volumes") }
 
+// Recordings holds recordings of desktops' screens; they do not outlive
+// the hostd that made them.
+func (p Paths) Recordings() string { return filepath.Join(p.StateDir, "recordings") }
+
 // MakeStateDirs makes the state, snapshot, desktop and run directories
 // (0700) and lets other users through the state directory (0711):
 // desktops' QEMU processes, each its own user, pass through it to their

@@ -58,8 +58,8 @@ var rules = []rule{
 	{[]string{"desktop/desktoptest"}, func(p string) bool {
 		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume"
 	}, "the fake driver and the conformance suite rest on the domain alone", false},
-	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client", "egress"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
-	{[]string{"vnc", "input", "screenshot", "drive", "egress"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},
+	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client", "egress", "recording"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
+	{[]string{"vnc", "input", "screenshot", "drive", "egress", "recording"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},
 	{[]string{"input", "api"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot") }, "the action vocabulary and the wire types depend on no service", false},
 	{[]string{"agentmcp"}, func(p string) bool {
 		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt")
