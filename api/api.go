@@ -277,13 +277,15 @@ type Recording struct {
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// Reason says why it ended: stopped, the desktop was deleted, the disk
 	// cap, a full disk; Error why its encoding failed.
-	Reason     string        `json:"reason,omitempty"`
-	Error      string        `json:"error,omitempty"`
-	Frames     int           `json:"frames"`
-	FrameBytes int64         `json:"frame_bytes"`
-	MaxBytes   int64         `json:"max_bytes"`
-	VideoBytes int64         `json:"video_bytes,omitempty"`
-	Seconds    float64       `json:"seconds"`
+	Reason     string  `json:"reason,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	Frames     int     `json:"frames"`
+	FrameBytes int64   `json:"frame_bytes"`
+	MaxBytes   int64   `json:"max_bytes"`
+	VideoBytes int64   `json:"video_bytes,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	// EncodeCPUS is the CPU time ffmpeg took to encode it, in seconds.
+	EncodeCPUS float64       `json:"encode_cpu_s,omitempty"`
 	URLs       RecordingURLs `json:"urls"`
 }
 

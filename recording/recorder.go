@@ -268,6 +268,7 @@ func (r *Recorder) encode(ctx context.Context, frames []frame, end time.Duration
 	r.video = out
 	r.info.State = StateDone
 	r.info.VideoBytes = st.Size()
+	r.info.EncodeCPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	r.mu.Unlock()
 }
 

@@ -116,6 +116,8 @@ type Info struct {
 	MaxBytes   int64   `json:"max_bytes"`
 	VideoBytes int64   `json:"video_bytes,omitempty"`
 	Seconds    float64 `json:"seconds"`
+	// EncodeCPUSeconds is the CPU time ffmpeg took to encode it.
+	EncodeCPUSeconds float64 `json:"encode_cpu_s,omitempty"`
 }
 
 // Entry is one line of a recording's action log: what happened to the

@@ -229,6 +229,23 @@ func TestBrowser(t *testing.T) {
 			}
 			matchesScreenshot(t, s, tb)
 		}},
+		{"RecordingShowsREC", func(t *testing.T) {
+			tb := b.newTab(t)
+			tb.run(20*time.Second, chromedp.Navigate(s.url+s.issue(t, "view").ViewerURL))
+			tb.waitJS("connected", `document.querySelector('#screen').dataset.connected === 'true'`, 30*time.Second)
+			if !eval[bool](tb, `document.querySelector('#rec').hidden`) {
+				t.Fatal("REC shows before any recording")
+			}
+			var rec api.Recording
+			if err := s.api.Do(context.Background(), "POST", "/v1/desktops/"+id+"/recordings", api.StartRecording{}, &rec); err != nil {
+				t.Fatal(err)
+			}
+			tb.waitJS("REC shown", `!document.querySelector('#rec').hidden`, 10*time.Second)
+			if err := s.api.Do(context.Background(), "POST", rec.URLs.Stop, nil, &rec); err != nil || rec.State != "done" {
+				t.Fatalf("stop: %v %+v", err, rec)
+			}
+			tb.waitJS("REC gone", `document.querySelector('#rec').hidden`, 10*time.Second)
+		}},
 		{"NoTokenInAnyURL", func(t *testing.T) {
 			for _, tok := range []string{s.token, "wd_not-the-token", "wdt1."} {
 				if lines := s.seen.containing(url.QueryEscape(tok)); len(lines) > 0 {

@@ -167,7 +167,7 @@ func recordingView(in recording.Info) api.Recording {
 	return api.Recording{
 		ID: in.ID, Desktop: in.Desktop, State: in.State, Format: in.Format, StartedAt: in.StartedAt, EndedAt: in.EndedAt,
 		Reason: in.Reason, Error: in.Error, Frames: in.Frames, FrameBytes: in.FrameBytes, MaxBytes: in.MaxBytes,
-		VideoBytes: in.VideoBytes, Seconds: in.Seconds,
+		VideoBytes: in.VideoBytes, Seconds: in.Seconds, EncodeCPUS: in.EncodeCPUSeconds,
 		URLs: api.RecordingURLs{Info: base + "/info", Video: base, Actions: base + "/actions", Stop: base + "/stop"},
 	}
 }

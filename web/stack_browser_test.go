@@ -19,6 +19,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/internal/testenv"
+	"github.com/warmdesk/warmdesk/recording"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -51,7 +52,13 @@ func startStack(t *testing.T) *stack {
 	})
 	t.Cleanup(mgr.Close)
 	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: mirrors, Logger: log})
-	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log})
+	recs := recording.NewRegistry(t.TempDir(), recording.Options{}, log, func(id string, in recording.Info) {
+		mgr.Announce(id, desktop.EventRecording, in.ID+" "+in.State)
+	})
+	fctx, stopFollow := context.WithCancel(ctx)
+	t.Cleanup(stopFollow)
+	go recs.Follow(fctx, mgr)
+	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log, Recordings: recs})
 	seen := &requestLog{}
 	hs := httptest.NewServer(seen.wrap(srv.Handler()))
 	t.Cleanup(func() {

@@ -92,6 +92,12 @@ func (e *env) actionSuite(ctx context.Context) error {
 	e.res.dist("batch_overhead", &overhead)
 	e.progress("  batch with settled screenshot: total p50 %s, guest render p50 %s, overhead p50 %s",
 		total.Percentile(50), render.Percentile(50), overhead.Percentile(50))
+	if err := e.recordingCost(ctx, d.ID, func(body string) error {
+		_, _, err := post(body)
+		return err
+	}); err != nil {
+		return fmt.Errorf("recording: %w", err)
+	}
 	if err := e.clickTypeSuite(ctx, srv.URL, token); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ var keyOrder = []string{
 	"shot_jpeg_p50_ms", "shot_jpeg_p95_ms", "shot_scaled_xga_png_p50_ms", "screendump_p50_ms", "screendump_p95_ms",
 	"action_http_p50_ms", "action_http_p95_ms", "action_server_p50_ms", "action_server_p95_ms", "action_ws_p50_ms", "action_ws_p95_ms",
 	"batch_total_p50_ms", "batch_guest_render_p50_ms", "batch_overhead_p50_ms", "batch_overhead_p95_ms",
+	"rec_idle_cpu_pct", "rec_typing_cpu_pct", "rec_typing_frames_per_s", "rec_encode_cpu_s_per_min",
 	"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "pss_per_desktop_mb_libvirt",
 	"budget_mib", "max_desktops_in_budget_cow", "max_desktops_in_budget_full", "max_desktops_in_budget_libvirt",
 	"fork1_total_ms", "fork1_per_copy_ms", "fork3_total_ms", "fork3_per_copy_ms", "fork10_total_ms", "fork10_per_copy_ms",

@@ -132,6 +132,7 @@ function update(d) {
   $('title').textContent = d.name || d.id;
   $('state').textContent = d.state;
   $('state').className = 'badge state-' + d.state;
+  $('rec').hidden = !d.recording;
   const c = $('control');
   const me = holding(d);
   c.textContent = me ? 'You are in control' : d.control.holder === 'person' ? `${d.control.by || 'A person'} is in control` : 'Agent in control';
