@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -67,6 +68,29 @@ func (b *broker) publish(e Event) {
 			delete(b.subs, ch)
 			close(ch)
 		}
+	}
+}
+
+// Follow calls handle with every event until ctx ends, in order, from one
+// goroutine. A handler that falls behind loses its subscription (see
+// subscriberBuffer): Follow subscribes again, and the events in between
+// are lost.
+func (m *Manager) Follow(ctx context.Context, handle func(Event)) {
+	for ctx.Err() == nil {
+		events, stop := m.Subscribe()
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				open = false
+			case ev, ok := <-events:
+				if !ok {
+					open = false
+					break
+				}
+				handle(ev)
+			}
+		}
+		stop()
 	}
 }
 

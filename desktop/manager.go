@@ -301,6 +301,23 @@ func (m *Manager) reserve(n, memMiB int) (release func(), err error) {
 	}, nil
 }
 
+// reserveComeback reserves room for a desktop that holds nothing now
+// (hibernated, failed) and is about to run again, as a create would; one
+// that holds its room already needs nothing more.
+func (m *Manager) reserveComeback(d Desktop, action string) (release func(), err error) {
+	if d.State.Holds() {
+		return func() {}, nil
+	}
+	if err := m.checkSpace(action); err != nil {
+		return nil, err
+	}
+	release, err = m.reserve(1, d.Resources.MemoryMiB)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", action, d.ID, err)
+	}
+	return release, nil
+}
+
 // snapshotFor finds and checks the snapshot a create restores from.
 func (m *Manager) snapshotFor(name string) (Snapshot, error) {
 	if name == "" {
@@ -918,16 +935,11 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 	// A woken desktop holds memory again: it reserves like a create, and
 	// holds the reservation until its record says running (and counts).
 	if e, err := m.lookup(id); err == nil {
-		if d := e.snapshot(); d.State == StateHibernated {
-			if err := m.checkSpace("wake"); err != nil {
-				return d, err
-			}
-			release, err := m.reserve(1, d.Resources.MemoryMiB)
-			if err != nil {
-				return d, fmt.Errorf("wake %s: %w", id, err)
-			}
-			defer release()
+		release, err := m.reserveComeback(e.snapshot(), "wake")
+		if err != nil {
+			return e.snapshot(), err
 		}
+		defer release()
 	}
 	var woken Machine
 	d, err := m.transition(ctx, id, "wake", StateRunning, func(e *entry) error {

@@ -37,16 +37,11 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	}
 	// A desktop that holds no memory now reserves like a wake; one that
 	// does gives its machine back before taking another.
-	if d := e.snapshot(); !d.State.Holds() {
-		if err := m.checkSpace("reset"); err != nil {
-			return d, err
-		}
-		release, err := m.reserve(1, d.Resources.MemoryMiB)
-		if err != nil {
-			return d, fmt.Errorf("reset %s: %w", id, err)
-		}
-		defer release()
+	release, err := m.reserveComeback(e.snapshot(), "reset")
+	if err != nil {
+		return e.snapshot(), err
 	}
+	defer release()
 	e.op.Lock()
 	defer e.op.Unlock()
 	d := e.snapshot()

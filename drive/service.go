@@ -196,22 +196,7 @@ func (s *Service) poke(id string) {
 
 // watch follows the Manager's events until ctx ends.
 func (s *Service) watch(ctx context.Context) {
-	for ctx.Err() == nil {
-		events, stop := s.mgr.Subscribe()
-		for open := true; open; {
-			select {
-			case <-ctx.Done():
-				open = false
-			case ev, ok := <-events:
-				if !ok {
-					open = false // fell behind: subscribe again
-					break
-				}
-				s.handle(ctx, ev)
-			}
-		}
-		stop()
-	}
+	s.mgr.Follow(ctx, func(ev desktop.Event) { s.handle(ctx, ev) })
 }
 
 func (s *Service) handle(ctx context.Context, ev desktop.Event) {

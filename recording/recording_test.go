@@ -2,14 +2,11 @@ package recording
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,9 +86,6 @@ func TestLogLines(t *testing.T) {
 // reads, as long as the recording, with its frames; the frames are gone
 // once it is encoded.
 func TestRecorderEncodesWhatChanged(t *testing.T) {
-	if _, err := exec.LookPath("ffprobe"); err != nil {
-		t.Fatalf("ffmpeg's ffprobe is needed (scripts/setup installs ffmpeg): %v", err)
-	}
 	for _, format := range []string{FormatMP4, FormatWebM} {
 		t.Run(format, func(t *testing.T) {
 			src := screenshottest.NewSource(screenshottest.DesktopFrame(320, 200, 1))
@@ -119,7 +113,7 @@ func TestRecorderEncodesWhatChanged(t *testing.T) {
 			if !ok || filepath.Ext(video) != "."+format {
 				t.Fatalf("video %q %v", video, ok)
 			}
-			dur, frames := probe(t, video)
+			dur, frames := testenv.ProbeVideo(t, video)
 			if dur < in.Seconds*0.9 || dur > in.Seconds*1.1+0.1 {
 				t.Errorf("video of %.3f s for a recording of %.3f s", dur, in.Seconds)
 			}
@@ -175,26 +169,4 @@ func waitFrames(t *testing.T, r *Recorder, n int) {
 	if !testenv.Poll(10*time.Second, time.Millisecond, 20*time.Millisecond, func() bool { return r.Info().Frames >= n }) {
 		t.Fatalf("%d frames after 10 s, want %d", r.Info().Frames, n)
 	}
-}
-
-// probe reads a video's duration and frame count with ffprobe.
-func probe(t *testing.T, path string) (seconds float64, frames int) {
-	t.Helper()
-	out, err := exec.Command("ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
-		"-show_entries", "format=duration:stream=nb_read_frames", "-of", "json", path).Output()
-	if err != nil {
-		t.Fatalf("ffprobe %s: %v", path, err)
-	}
-	var p struct {
-		Format  struct{ Duration string }
-		Streams []struct {
-			NbReadFrames string `json:"nb_read_frames"`
-		}
-	}
-	if err := json.Unmarshal(out, &p); err != nil || len(p.Streams) != 1 {
-		t.Fatalf("ffprobe: %s %v", out, err)
-	}
-	seconds, _ = strconv.ParseFloat(p.Format.Duration, 64)
-	frames, _ = strconv.Atoi(p.Streams[0].NbReadFrames)
-	return seconds, frames
 }

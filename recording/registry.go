@@ -163,22 +163,7 @@ func (g *Registry) Note(desktopID string, at time.Time, kind, summary string) {
 // Follow keeps the action logs and ends recordings with their desktops,
 // from the Manager's events, until ctx ends.
 func (g *Registry) Follow(ctx context.Context, m *desktop.Manager) {
-	for ctx.Err() == nil {
-		events, stop := m.Subscribe()
-		for open := true; open; {
-			select {
-			case <-ctx.Done():
-				open = false
-			case ev, ok := <-events:
-				if !ok {
-					open = false
-					break
-				}
-				g.handle(ctx, ev)
-			}
-		}
-		stop()
-	}
+	m.Follow(ctx, func(ev desktop.Event) { g.handle(ctx, ev) })
 }
 
 func (g *Registry) handle(ctx context.Context, ev desktop.Event) {

@@ -2,26 +2,21 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // A 20 s recording of a desktop while an agent types is a video ffprobe
 // reads as 20 s long (within 10 %), made of more than one picture, and its
 // action log lists the batch at its time in the recording.
 func TestRecordingOfATypingBatch(t *testing.T) {
-	if _, err := exec.LookPath("ffprobe"); err != nil {
-		t.Fatalf("ffmpeg's ffprobe is needed (scripts/setup installs ffmpeg): %v", err)
-	}
 	cfg, snap := hostConfig(t, "qemu", "minimal")
 	h := openHost(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -66,7 +61,7 @@ func TestRecordingOfATypingBatch(t *testing.T) {
 	if err != nil || n != rec.VideoBytes {
 		t.Fatalf("download: %d bytes of %d, %v", n, rec.VideoBytes, err)
 	}
-	seconds, frames := ffprobe(t, path)
+	seconds, frames := testenv.ProbeVideo(t, path)
 	if seconds < 18 || seconds > 22 {
 		t.Errorf("ffprobe reads %.2f s, want 20 s within 10 %%", seconds)
 	}
@@ -86,26 +81,4 @@ func TestRecordingOfATypingBatch(t *testing.T) {
 	if batch == nil || batch.AtMs <= 0 || batch.AtMs > 20000 {
 		t.Errorf("action log %+v: want the typing batch within the recording", actions.Actions)
 	}
-}
-
-// ffprobe reads a video's duration and frame count.
-func ffprobe(t *testing.T, path string) (seconds float64, frames int) {
-	t.Helper()
-	out, err := exec.Command("ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
-		"-show_entries", "format=duration:stream=nb_read_frames", "-of", "json", path).Output()
-	if err != nil {
-		t.Fatalf("ffprobe %s: %v", path, err)
-	}
-	var p struct {
-		Format  struct{ Duration string }
-		Streams []struct {
-			NbReadFrames string `json:"nb_read_frames"`
-		}
-	}
-	if err := json.Unmarshal(out, &p); err != nil || len(p.Streams) != 1 {
-		t.Fatalf("ffprobe: %s %v", out, err)
-	}
-	seconds, _ = strconv.ParseFloat(p.Format.Duration, 64)
-	frames, _ = strconv.Atoi(p.Streams[0].NbReadFrames)
-	return seconds, frames
 }
