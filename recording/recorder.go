@@ -35,7 +35,10 @@ type Recorder struct {
 	ended func(Info)
 
 	stop chan string   // the reason, once
-	done chan struct{} // the capture loop has ended
+	done chan struct{} // capture and encoding have ended
+	// abort ends capture and encoding at once, for a recording being
+	// deleted: nobody will watch its video.
+	abort context.CancelFunc
 
 	mu      sync.Mutex
 	info    Info
@@ -65,13 +68,15 @@ func Start(ctx context.Context, dir, id, desktop string, src screenshot.Source, 
 		return nil, fmt.Errorf("recording directory: %w", err)
 	}
 	now := time.Now()
+	aborted, abort := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Recorder{
-		id: id, dir: dir, src: src, ended: ended, opts: opts, ffmpeg: ffmpeg, log: log.With("recording", id),
+		abort: abort,
+		id:    id, dir: dir, src: src, ended: ended, opts: opts, ffmpeg: ffmpeg, log: log.With("recording", id),
 		stop: make(chan string, 1), done: make(chan struct{}),
 		info:    Info{ID: id, Desktop: desktop, State: StateRecording, Format: opts.Format, StartedAt: now.UTC(), MaxBytes: opts.MaxBytes},
 		actions: actionLog{start: now},
 	}
-	go r.capture(context.WithoutCancel(ctx), now)
+	go r.capture(aborted, now)
 	return r, nil
 }
 
@@ -118,6 +123,13 @@ func (r *Recorder) End(reason string) {
 	}
 }
 
+// Discard ends the recording without encoding it (or cuts its encoding
+// short), for a recording about to be removed.
+func (r *Recorder) Discard() {
+	r.End("deleted")
+	r.abort()
+}
+
 // Stop ends the recording and encodes it; it returns once the video is
 // written (or its encoding failed) or ctx ends.
 func (r *Recorder) Stop(ctx context.Context, reason string) (Info, error) {
@@ -135,22 +147,18 @@ func (r *Recorder) Stop(ctx context.Context, reason string) (Info, error) {
 }
 
 // capture writes a frame whenever the picture changed, at most one per
-// MinInterval, until stopped; then it encodes.
+// MinInterval, until stopped; then it takes the picture as it is at the
+// stop (so the video ends on it) and encodes.
 func (r *Recorder) capture(ctx context.Context, start time.Time) {
 	defer close(r.done)
-	var (
-		last   uint64
-		buf    *image.RGBA
-		enc    []byte
-		stored int64
-		next   time.Time // the earliest time of the next frame
-	)
+	c := capturer{r: r, start: start}
 	poke := time.NewTicker(pokeEvery)
 	defer poke.Stop()
+	var next time.Time // the earliest time of the next frame
 	reason := ""
 	for reason == "" {
 		seq, changed := r.src.Changed()
-		if seq != last || last == 0 {
+		if seq != c.last || c.last == 0 {
 			if wait := time.Until(next); wait > 0 {
 				// The rate limit: changes meanwhile land in the next frame.
 				t := time.NewTimer(wait)
@@ -158,47 +166,17 @@ func (r *Recorder) capture(ctx context.Context, start time.Time) {
 				case <-t.C:
 				case reason = <-r.stop:
 					t.Stop()
-					continue
+				case <-ctx.Done():
+					t.Stop()
+					reason = "deleted"
+				}
+				if reason != "" {
+					break
 				}
 			}
-			var got uint64
-			buf, got = r.src.Frame(buf)
-			at := time.Since(start)
-			next = start.Add(at + r.opts.MinInterval)
-			last = got
-			if got == 0 {
-				last = 0
-			} else {
-				var err error
-				enc, err = r.jpeg.Encode(enc[:0], buf, r.opts.Quality)
-				if err == nil {
-					if stored+int64(len(enc)) > r.opts.MaxBytes {
-						reason = fmt.Sprintf("its frames reached the disk cap of %d MiB", r.opts.MaxBytes>>20)
-						break
-					}
-					name := fmt.Sprintf("frame-%06d.jpg", len(r.frames)+1)
-					err = os.WriteFile(filepath.Join(r.dir, name), enc, 0o600)
-					if err != nil {
-						os.Remove(filepath.Join(r.dir, name))
-						if errors.Is(err, syscall.ENOSPC) {
-							reason = "the disk is full: " + err.Error()
-						} else {
-							reason = "writing a frame failed: " + err.Error()
-						}
-						break
-					}
-					stored += int64(len(enc))
-					r.mu.Lock()
-					if len(r.frames) == 0 {
-						r.log.Debug("first frame", "size", size(buf))
-					}
-					r.frames = append(r.frames, frame{name: name, at: at})
-					r.info.Frames = len(r.frames)
-					r.info.FrameBytes = stored
-					r.mu.Unlock()
-				} else {
-					r.log.Warn("encode a frame", "err", err)
-				}
+			next = time.Now().Add(r.opts.MinInterval)
+			if reason = c.grab(); reason != "" {
+				break
 			}
 		}
 		select {
@@ -207,7 +185,12 @@ func (r *Recorder) capture(ctx context.Context, start time.Time) {
 			r.src.Poke()
 		case reason = <-r.stop:
 		case <-ctx.Done():
-			reason = "hostd stopped"
+			reason = "deleted"
+		}
+	}
+	if ctx.Err() == nil && !c.failed {
+		if seq, _ := r.src.Changed(); seq != c.last {
+			c.grab() // the last picture; its failure ends nothing more
 		}
 	}
 	end := time.Since(start)
@@ -223,7 +206,66 @@ func (r *Recorder) capture(ctx context.Context, start time.Time) {
 	if r.ended != nil {
 		r.ended(info)
 	}
+	if ctx.Err() != nil {
+		r.mu.Lock()
+		r.info.State = StateFailed
+		r.info.Error = "deleted before it was encoded"
+		r.mu.Unlock()
+		return
+	}
 	r.encode(ctx, frames, end)
+}
+
+// capturer writes a recording's frames.
+type capturer struct {
+	r      *Recorder
+	start  time.Time
+	last   uint64 // the change counter of the last frame
+	buf    *image.RGBA
+	enc    []byte
+	stored int64
+	failed bool // a frame could not be kept: no more are taken
+}
+
+// grab writes the picture as it is now as the next frame. A non-empty
+// answer ends the recording: the disk cap, a full disk.
+func (c *capturer) grab() (reason string) {
+	r := c.r
+	var got uint64
+	c.buf, got = r.src.Frame(c.buf)
+	at := time.Since(c.start)
+	c.last = got
+	if got == 0 {
+		return "" // no picture yet
+	}
+	var err error
+	c.enc, err = r.jpeg.Encode(c.enc[:0], c.buf, r.opts.Quality)
+	if err != nil {
+		r.log.Warn("encode a frame", "err", err)
+		return ""
+	}
+	if c.stored+int64(len(c.enc)) > r.opts.MaxBytes {
+		c.failed = true
+		return fmt.Sprintf("its frames reached the disk cap of %d MiB", r.opts.MaxBytes>>20)
+	}
+	r.mu.Lock()
+	name := fmt.Sprintf("frame-%06d.jpg", len(r.frames)+1)
+	r.mu.Unlock()
+	if err := os.WriteFile(filepath.Join(r.dir, name), c.enc, 0o600); err != nil {
+		os.Remove(filepath.Join(r.dir, name))
+		c.failed = true
+		if errors.Is(err, syscall.ENOSPC) {
+			return "the disk is full: " + err.Error()
+		}
+		return "writing a frame failed: " + err.Error()
+	}
+	c.stored += int64(len(c.enc))
+	r.mu.Lock()
+	r.frames = append(r.frames, frame{name: name, at: at})
+	r.info.Frames = len(r.frames)
+	r.info.FrameBytes = c.stored
+	r.mu.Unlock()
+	return ""
 }
 
 // encode turns the frames into the video and removes them.
@@ -272,7 +314,8 @@ func (r *Recorder) encode(ctx context.Context, frames []frame, end time.Duration
 	r.mu.Unlock()
 }
 
-// Remove deletes the recording's files; call it after Stop or End.
+// Remove deletes the recording's files once it has ended; call it after
+// Stop, End or Discard.
 func (r *Recorder) Remove(ctx context.Context) error {
 	select {
 	case <-r.done:

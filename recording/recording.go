@@ -16,7 +16,6 @@ package recording
 import (
 	"errors"
 	"fmt"
-	"image"
 	"os/exec"
 	"sort"
 	"strings"
@@ -192,10 +191,4 @@ func ffmpegArgs(list, out, format string) []string {
 		args = append(args, "-c:v", "libx264", "-preset", "veryfast", "-crf", "28", "-movflags", "+faststart", "-f", "mp4")
 	}
 	return append(args, out)
-}
-
-// size is a frame's size, for the info line of a log.
-func size(img *image.RGBA) string {
-	b := img.Bounds()
-	return fmt.Sprintf("%dx%d", b.Dx(), b.Dy())
 }

@@ -170,3 +170,24 @@ func waitFrames(t *testing.T, r *Recorder, n int) {
 		t.Fatalf("%d frames after 10 s, want %d", r.Info().Frames, n)
 	}
 }
+
+// A discarded recording is not encoded, and its files go.
+func TestDiscardSkipsTheEncoding(t *testing.T) {
+	src := screenshottest.NewSource(screenshottest.DesktopFrame(320, 200, 1))
+	dir := filepath.Join(t.TempDir(), "rec")
+	r, err := Start(context.Background(), dir, "rec-1", "d-1", src, Options{MinInterval: time.Millisecond}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFrames(t, r, 1)
+	r.Discard()
+	if err := r.Remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if in := r.Info(); in.State != StateFailed || in.VideoBytes != 0 || !strings.Contains(in.Error, "deleted") {
+		t.Errorf("discarded: %+v", in)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("files left: %v", err)
+	}
+}

@@ -131,7 +131,7 @@ func (g *Registry) Remove(ctx context.Context, desktopID, id string) error {
 	if err != nil {
 		return err
 	}
-	r.End("deleted")
+	r.Discard()
 	if err := r.Remove(ctx); err != nil {
 		return err
 	}
@@ -177,9 +177,9 @@ func (g *Registry) handle(ctx context.Context, ev desktop.Event) {
 		delete(g.recs, id)
 		g.mu.Unlock()
 		for _, r := range recs {
-			r.End("the desktop was deleted")
+			r.Discard()
 			go func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Minute)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 				defer cancel()
 				if err := r.Remove(rctx); err != nil {
 					g.log.Warn("remove a deleted desktop's recording", "desktop", id, "err", err)
