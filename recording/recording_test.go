@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,5 +190,47 @@ func TestDiscardSkipsTheEncoding(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("files left: %v", err)
+	}
+}
+
+// A disk that fills during a recording ends it with the reason, keeping the
+// frames it had (and encoding them when the video still fits).
+func TestFullDiskEndsARecordingKeepingItsFrames(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=160k"); err != nil {
+		t.Fatalf("mount a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	src := screenshottest.NewSource(screenshottest.DesktopFrame(320, 200, 1))
+	r, err := Start(context.Background(), filepath.Join(dir, "rec"), "rec-1", "d-1", src, Options{MinInterval: time.Millisecond}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-r.done:
+		default:
+			src.SetFrame(screenshottest.DesktopFrame(320, 200, uint64(i+2)))
+			waitFrames(t, r, 1)
+			continue
+		}
+		break
+	}
+	in := r.Info()
+	if !strings.Contains(in.Reason, "disk is full") || in.Frames < 2 {
+		t.Fatalf("after the disk filled: %+v", in)
+	}
+	t.Logf("%d frames kept (%d bytes); state %s %s", in.Frames, in.FrameBytes, in.State, in.Error)
+	if in.State == StateFailed && !strings.Contains(in.Error, "ffmpeg") {
+		t.Errorf("failed for another reason than the video not fitting: %s", in.Error)
+	}
+	if in.State == StateFailed {
+		left, _ := filepath.Glob(filepath.Join(dir, "rec", "frame-*.jpg"))
+		if len(left) != in.Frames {
+			t.Errorf("%d frame files kept, want %d", len(left), in.Frames)
+		}
 	}
 }
