@@ -26,6 +26,7 @@ func cmdDesktop(ctx context.Context, e *env, args []string) error {
 		"hibernate": desktopOp("hibernate"),
 		"wake":      desktopOp("wake"),
 		"reset":     desktopReset,
+		"record":    desktopRecord,
 		"fork":      desktopFork,
 		"snapshot":  desktopSnapshot,
 		"network":   desktopNetwork,
