@@ -94,11 +94,14 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 		m.log.Error("record a reset desktop", "desktop", id, "err", err)
 	}
 	set := m.machineUp(e, mach, true, clock)
-	if err := m.waitClock(ctx, e, set); err != nil {
-		return e.snapshot(), fmt.Errorf("reset %s: %w", id, err)
-	}
+	clockErr := m.waitClock(ctx, e, set)
+	// Reset whatever the clock: what follows the desktop (input state, the
+	// viewer) must hear of its new machine.
 	d = e.snapshot()
 	m.publish(EventReset, d)
+	if clockErr != nil {
+		return d, fmt.Errorf("reset %s: the desktop runs from its snapshot, but %w", id, clockErr)
+	}
 	return d, nil
 }
 
