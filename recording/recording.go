@@ -153,7 +153,8 @@ type frame struct {
 }
 
 // concatList is ffmpeg's concat demuxer list that shows each frame until
-// the next one, the last until end. The last file is listed twice: the
+// the next one, the first from the recording's start (the video's time is
+// the recording's, as the action log's is), the last until end. The last file is listed twice: the
 // demuxer ignores the duration of the list's last entry. Each image is
 // opened at 1000 frames a second so that its timestamps are in
 // milliseconds: at the image reader's default 25, frames closer than 40 ms
@@ -166,7 +167,11 @@ func concatList(frames []frame, end time.Duration) string {
 		if i+1 < len(frames) {
 			next = frames[i+1].at
 		}
-		d := next - f.at
+		from := f.at
+		if i == 0 {
+			from = 0
+		}
+		d := next - from
 		if d < time.Millisecond {
 			d = time.Millisecond
 		}
