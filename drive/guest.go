@@ -113,9 +113,11 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	return res, err
 }
 
-// announceExec tells the desktop's events that a command ran.
+// announceExec tells the desktop's events that a command ran: the program
+// and how it ended, not its arguments, which may hold secrets and which a
+// view token (that may read events) may not see.
 func (s *Service) announceExec(id string, req ExecRequest, res ExecResult, err error) {
-	line := strings.Join(append([]string{req.Path}, req.Args...), " ")
+	line := "exec " + req.Path
 	if len(line) > 120 {
 		line = line[:117] + "..."
 	}

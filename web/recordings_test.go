@@ -57,7 +57,7 @@ func TestRecordingsThroughTheAPI(t *testing.T) {
 		t.Fatalf("batch: %d %s", code, body)
 	}
 	h.src.Fill(image.Rect(0, 0, 300, 300), image.NewUniform(color.RGBA{200, 10, 10, 255}))
-	if code, body := h.do(http.MethodPost, h.path("/exec"), `{"cmd":"true"}`); code != http.StatusOK {
+	if code, body := h.do(http.MethodPost, h.path("/exec"), `{"cmd":"true","args":["s3cret"]}`); code != http.StatusOK {
 		t.Fatalf("exec: %d %s", code, body)
 	}
 	// Events reach the log on their own goroutine: wait for both.
@@ -72,6 +72,11 @@ func TestRecordingsThroughTheAPI(t *testing.T) {
 	}
 	if a := actions.Actions; a[0].Kind != "action" || a[1].Kind != "exec" || a[0].AtMs > a[1].AtMs {
 		t.Errorf("action log %+v, want the batch then the exec, in time order", a)
+	}
+	// A view token reads the log and the events: a command's arguments
+	// (secrets, often) are not in them.
+	if a := actions.Actions[1].Summary; strings.Contains(a, "s3cret") || !strings.Contains(a, "true") {
+		t.Errorf("exec logged as %q: want the program, not its arguments", a)
 	}
 	code, body = h.do(http.MethodGet, rec.URLs.Video, "")
 	if code != http.StatusConflict || !strings.Contains(string(body), "stop") {
