@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -64,20 +65,32 @@ type Session struct {
 // port) and waits, until ctx ends, for the guest to answer. It owns conn
 // from then on, also when it fails.
 //
-// The hello is sent again every helloRetry with a new nonce, and only the
-// answer to the latest counts: a guest that was out of step (a session cut
-// mid-frame) drops what it had buffered, the hello with it, and frames are
-// in order, so once the latest is answered no earlier hello can still
-// reset the session.
+// The hello is sent again, with a new nonce, every helloFirstRetry for the
+// first helloQuick hellos, then at twice the wait each time up to
+// helloRetry. The first hello is often lost in a desktop just restored: the
+// guest's kernel learns that hostd connected (a control message, handled
+// later) after the hello's bytes, and the bridge drops its answer while the
+// port still reads as hung up. The answer to any of this session's hellos
+// opens it (nonces carry a per-session random part, so an earlier
+// session's answers left in the port never count): the guest reads frames
+// in order, so the hellos after it, which reset the guest's streams, reach
+// the guest before any stream this session opens, and their answers are
+// skipped like any frame of no stream. A guest that was out of step (a
+// session cut mid-frame) drops what it had buffered, the hellos with it,
+// and answers the next one whole.
 func Open(ctx context.Context, conn net.Conn) (*Session, error) {
 	s := &Session{conn: conn, streams: map[uint32]*Stream{}, done: make(chan struct{})}
 	h := &handshake{answers: make(chan string), verdict: make(chan bool), ended: make(chan error, 1), gone: make(chan struct{})}
 	defer close(h.gone)
 	go s.readLoop(h)
-	retry := time.NewTicker(helloRetry)
+	session := rand.Uint64()
+	sent := map[string]bool{}
+	wait := helloFirstRetry
+	retry := time.NewTimer(wait)
 	defer retry.Stop()
 	for n := 1; ; n++ {
-		hello := fmt.Sprintf("%s %d", Magic, n)
+		hello := fmt.Sprintf("%s %016x-%d", Magic, session, n)
+		sent[hello] = true
 		if err := s.write(0, frameHello, []byte(hello)); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("devtools bridge: %w", err)
@@ -86,11 +99,15 @@ func Open(ctx context.Context, conn net.Conn) (*Session, error) {
 		for {
 			select {
 			case got := <-h.answers:
-				h.verdict <- got == hello
-				if got == hello {
+				h.verdict <- sent[got]
+				if sent[got] {
 					return s, nil
 				}
 			case <-retry.C:
+				if n >= helloQuick {
+					wait = min(2*wait, helloRetry)
+				}
+				retry.Reset(wait)
 				break wait
 			case err := <-h.ended:
 				conn.Close()
@@ -127,8 +144,13 @@ func (h *handshake) opened(answer string) bool {
 	}
 }
 
-// helloRetry is how long a hello waits for its answer before the next.
-const helloRetry = 500 * time.Millisecond
+// helloFirstRetry, helloQuick and helloRetry say how long a hello waits
+// for its answer before the next.
+const (
+	helloFirstRetry = 50 * time.Millisecond
+	helloQuick      = 10
+	helloRetry      = 500 * time.Millisecond
+)
 
 // Done is closed when the session has ended; Err then says why.
 func (s *Session) Done() <-chan struct{} { return s.done }

@@ -2,6 +2,7 @@ package devtools_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -198,5 +199,72 @@ func TestOpenWithoutABridgeSaysSo(t *testing.T) {
 	_, err := devtools.Open(ctx, host)
 	if !errors.Is(err, devtools.ErrNoBridge) {
 		t.Errorf("open on a silent port: %v, want ErrNoBridge", err)
+	}
+}
+
+// A guest slow to answer gets several hellos; the answer to any of this
+// session's opens it (another session's does not), and the answers to the
+// later ones are skipped as frames of no stream.
+func TestOpenTakesTheAnswerToAnEarlierHello(t *testing.T) {
+	host, guest := net.Pipe()
+	defer guest.Close()
+	frame := func(id uint32, kind byte, payload string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, id)
+		b = append(b, kind)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+		return append(b, payload...)
+	}
+	read := func() (uint32, byte, string) {
+		var hdr [9]byte
+		if _, err := io.ReadFull(guest, hdr[:]); err != nil {
+			t.Error(err)
+			return 0, 0, ""
+		}
+		payload := make([]byte, binary.BigEndian.Uint32(hdr[5:]))
+		io.ReadFull(guest, payload)
+		return binary.BigEndian.Uint32(hdr[:4]), hdr[4], string(payload)
+	}
+	go func() {
+		var hellos []string
+		for len(hellos) < 3 {
+			if _, kind, p := read(); kind == 1 {
+				hellos = append(hellos, p)
+			}
+		}
+		// An earlier session's answer left in the port, then this one's
+		// first.
+		guest.Write(frame(0, 1, devtools.Magic+" 1"))
+		guest.Write(frame(0, 1, hellos[0]))
+		// Later hellos are answered only once the stream opens: the
+		// session must not wait for them.
+		var later []string
+		for {
+			id, kind, p := read()
+			switch kind {
+			case 1:
+				later = append(later, p)
+			case 2:
+				for _, h := range later {
+					guest.Write(frame(0, 1, h))
+				}
+				guest.Write(frame(id, 3, "from the guest"))
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := devtools.Open(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len("from the guest"))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "from the guest" {
+		t.Errorf("stream read %q, %v", got, err)
 	}
 }
