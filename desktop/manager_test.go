@@ -310,3 +310,36 @@ func TestMachineThatHaltsPausesItsDesktop(t *testing.T) {
 		t.Fatalf("resume: %s %q %v", got.State, got.Reason, err)
 	}
 }
+
+// A create that asks for a clock returns with the guest's clock set to it,
+// to the nanosecond; one that does not gets the host's time.
+func TestCreateSetsTheGuestClock(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	ctx := context.Background()
+	// Machine with guest true waits for the guest's clock and identity.
+	guestClock := func(id string) time.Time {
+		t.Helper()
+		mach, _, err := m.Machine(ctx, id, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mach.(*desktoptest.FakeMachine).Clock()
+	}
+	asked := time.Date(2030, 1, 2, 3, 4, 5, 7, time.UTC)
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", Clock: &asked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := guestClock(d.ID); !got.Equal(asked) {
+		t.Errorf("guest clock %s, want %s", got, asked)
+	}
+	before := time.Now()
+	d, err = m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := guestClock(d.ID); got.Before(before) || got.After(time.Now()) {
+		t.Errorf("guest clock %s, want the host's time since %s", got, before)
+	}
+}

@@ -222,11 +222,21 @@ type FakeMachine struct {
 	// lastExit the exit code of the last ("exit N" exits N, any other 0).
 	shells   []string
 	lastExit int
+	// clock is the time the guest's clock was last set to.
+	clock time.Time
 	// busySince, when set, makes the guest's CPUs busy from then on.
 	busySince time.Time
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
+
+// Clock is the time the guest's clock was last set to (guest-set-time),
+// zero if never.
+func (m *FakeMachine) Clock() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.clock
+}
 
 // Shells returns the scripts run with sh -c through the machine's agent.
 func (m *FakeMachine) Shells() []string {
@@ -506,7 +516,10 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 	}
 	var reply any
 	switch command {
-	case "guest-ping", "guest-set-time", "guest-file-close", "guest-file-flush":
+	case "guest-ping", "guest-file-close", "guest-file-flush":
+		reply = map[string]any{}
+	case "guest-set-time":
+		a.m.setClock(args)
 		reply = map[string]any{}
 	case "guest-info":
 		var cmds []map[string]any
@@ -529,6 +542,17 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 	}
 	b, _ := json.Marshal(reply)
 	return json.Unmarshal(b, result)
+}
+
+func (m *FakeMachine) setClock(args any) {
+	b, _ := json.Marshal(args)
+	var req struct {
+		Time int64 `json:"time"`
+	}
+	json.Unmarshal(b, &req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clock = time.Unix(0, req.Time)
 }
 
 // exec notes a guest-exec of sh -c SCRIPT; "exit N" exits N.
