@@ -292,6 +292,15 @@ func (g *Group) setLimits(l Limits) error {
 	return nil
 }
 
+// SetCPUWeight changes the group's share of contended CPU time (v2 weight,
+// 1 to 10000; shares on v1).
+func (g *Group) SetCPUWeight(w int) error {
+	if g.v2 {
+		return write(g.dirs[0], "cpu.weight", strconv.Itoa(w))
+	}
+	return write(g.dirs[1], "cpu.shares", strconv.Itoa(SharesOfWeight(w)))
+}
+
 // SharesOfWeight converts a v2 CPU weight (default 100) to v1 shares
 // (default 1024), the conversion the kernel's and systemd's docs give.
 func SharesOfWeight(w int) int {

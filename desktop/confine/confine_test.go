@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -159,6 +160,16 @@ func TestGroupV2Files(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(parent, "d-1", file))
 		if err != nil || string(got) != want {
 			t.Errorf("%s = %q, %v; want %q", file, got, err, want)
+		}
+	}
+	// A pool machine's share, lowered and given back.
+	for _, w := range []string{"1", "200"} {
+		n, _ := strconv.Atoi(w)
+		if err := g.SetCPUWeight(n); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(parent, "d-1", "cpu.weight")); string(got) != w {
+			t.Errorf("cpu.weight after SetCPUWeight(%s) = %q", w, got)
 		}
 	}
 	if err := g.Add(4242); err != nil {

@@ -67,7 +67,10 @@ type Options struct {
 	// warm pool shows its first frame, or ctx ends; the pool's refill waits
 	// for it (see refillAfter). nil: refill at once.
 	RefillGate func(ctx context.Context, desktopID string)
-	Logger     *slog.Logger
+	// Warmup, when set, readies a pool machine once restored (drive's
+	// WarmPooled); its failure only goes to the log.
+	Warmup func(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error
+	Logger *slog.Logger
 }
 
 // Driver runs desktops as QEMU processes.
@@ -360,7 +363,10 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	m.mu.Lock()
 	m.rec.DiskMiB = spec.DiskMiB
 	m.mu.Unlock()
-	err := m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true, false)
+	var err error
+	if !m.restored {
+		err = m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true, false)
+	}
 	if err == nil {
 		err = m.armDiskBound(ctx)
 	}

@@ -114,13 +114,32 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	}
 	if c.cgroups != nil {
 		j.limit = int64(rec.Shape.MemoryMiB+overheadMiB(rec.Shape.Accel)) << 20
-		l := confine.Limits{MemoryBytes: j.limit, CPUWeight: 100 * max(1, rec.Shape.CPUs), PidsMax: machinePidsMax}
+		l := confine.Limits{MemoryBytes: j.limit, CPUWeight: cpuWeight(rec.Shape.CPUs), PidsMax: machinePidsMax}
 		if j.group, err = c.cgroups.Create(rec.ID, l); err != nil {
 			j.exit()
 			return nil, fmt.Errorf("qemu driver: %w", err)
 		}
 	}
 	return j, nil
+}
+
+// cpuWeight is a desktop's share of contended CPU time: one CPU's default
+// per virtual CPU.
+func cpuWeight(cpus int) int { return 100 * max(1, cpus) }
+
+// poolCPUWeight is a pool machine's share while it is restored and warmed
+// up: the least, so readying machines ahead never slows a desktop in use
+// (a refill spawned while a new desktop answered its first client took
+// CPU from it).
+const poolCPUWeight = 1
+
+// setCPUWeight changes the machine's share of CPU time; without a cgroup
+// of its own it has none to change.
+func (j *jail) setCPUWeight(w int) error {
+	if j == nil || j.group == nil {
+		return nil
+	}
+	return j.group.SetCPUWeight(w)
 }
 
 // rejail finds the jail of a machine found again after a restart. Its

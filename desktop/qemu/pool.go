@@ -13,11 +13,12 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// pool keeps QEMU processes spawned ahead per snapshot, each waiting with
-// -incoming defer and its own disk overlay, so a create is only the QMP
-// restore. It refills in the background, one spawn at a time so it never
-// starves running desktops of CPU, and never blocks a create: an empty pool
-// means Restore spawns directly.
+// pool keeps machines restored ahead per snapshot, each a QEMU process
+// with its own disk overlay whose guest runs from the snapshot's state and
+// was readied by Options.Warmup, so a create only hands one over. It
+// refills in the background, one machine at a time so it never starves
+// running desktops of CPU, and never blocks a create: an empty pool means
+// Restore spawns and restores directly.
 type pool struct {
 	d      *Driver
 	ctx    context.Context
@@ -130,6 +131,9 @@ func (p *pool) take(s desktop.Snapshot) *Machine {
 		}
 		p.ready[s.Name] = list
 		os.Remove(filepath.Join(m.rec.RunDir, poolMarker))
+		if err := m.jail.setCPUWeight(cpuWeight(m.rec.Shape.CPUs)); err != nil {
+			p.d.log.Warn("warm pool: give a machine taken its CPU share", "err", err)
+		}
 		return m
 	}
 	p.ready[s.Name] = list
@@ -177,8 +181,17 @@ func (p *pool) run() {
 				break
 			}
 			m.poolKey = poolKey(s)
+			if err := m.jail.setCPUWeight(poolCPUWeight); err != nil {
+				p.d.log.Warn("warm pool: lower a pool machine's CPU share", "err", err)
+			}
 			marker, _ := json.Marshal(m.rec)
 			os.WriteFile(filepath.Join(m.rec.RunDir, poolMarker), marker, 0o600)
+			if err := p.prepare(m, s); err != nil {
+				p.d.log.Warn("warm pool: restore failed", "snapshot", s.Name, "err", err)
+				m.Destroy(context.Background())
+				retry = time.After(retryAfter)
+				break
+			}
 			p.mu.Lock()
 			t, still := p.targets[s.Name]
 			if still && poolKey(t.snap) == m.poolKey && len(p.ready[s.Name]) < t.n {
@@ -193,6 +206,31 @@ func (p *pool) run() {
 			}
 		}
 	}
+}
+
+// warmupTimeout bounds Options.Warmup on one machine.
+const warmupTimeout = time.Minute
+
+// prepare restores a pool machine from s and warms it up. Only the restore
+// must succeed: a machine whose warm-up failed serves like one from a
+// cold pool.
+func (p *pool) prepare(m *Machine, s desktop.Snapshot) error {
+	start := time.Now()
+	if err := m.restore(p.ctx, s.Path(desktop.FileState), true, false); err != nil {
+		return err
+	}
+	m.restored = true
+	restored := time.Since(start)
+	if p.d.opts.Warmup == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, warmupTimeout)
+	defer cancel()
+	if err := p.d.opts.Warmup(ctx, m, s); err != nil && p.ctx.Err() == nil {
+		p.d.log.Warn("warm pool: warm-up failed; the machine serves unwarmed", "snapshot", s.Name, "err", err)
+	}
+	p.d.log.Debug("warm pool: machine ready", "snapshot", s.Name, "restore", restored, "warmup", time.Since(start)-restored)
+	return nil
 }
 
 // needed returns a snapshot whose pool is short, dropping dead machines.

@@ -1,0 +1,152 @@
+package drive
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/devtools"
+)
+
+// WarmPooled readies a machine the warm pool restored ahead for what a
+// client does first with a new desktop. Under TCG a restored guest runs
+// every code path slowly the first time, while QEMU translates it again:
+// Playwright's connectOverCDP took 1.4 s right after a create, 0.8 s on a
+// guest left idle for seconds, and 0.2 s when it had connected once
+// before. So the pool sets the guest's clock (the guest agent's path, and
+// the guest's reaction to its clock jumping from the snapshot's time) and,
+// in a browser desktop, does what a DevTools client does first: discovery,
+// the browser's socket, attaching to each page and enabling the domains
+// Playwright enables. Nothing of it stays: the session detaches and
+// closes, and the desktop's own clock and identity are set when it is
+// taken.
+func WarmPooled(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error {
+	if err := desktop.SetTime(ctx, m.Agent(), time.Now()); err != nil {
+		return err
+	}
+	if s.Manifest.Image.Flavor != ChromiumFlavor {
+		return nil
+	}
+	dialer, ok := m.(desktop.DevToolsDialer)
+	if !ok {
+		return nil
+	}
+	conn, err := dialer.DialDevTools(ctx)
+	if err != nil {
+		return fmt.Errorf("the DevTools bridge's port: %w", err)
+	}
+	sess, err := devtools.Open(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	return warmDevTools(ctx, func(ctx context.Context, _, _ string) (net.Conn, error) { return sess.Dial(ctx) })
+}
+
+// warmDevTools is a DevTools client's first steps, each connection to
+// Chromium's debugging port made by dial.
+func warmDevTools(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) error {
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/json/version", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("/json/version: %w", err)
+	}
+	var version struct {
+		WebSocket string `json:"webSocketDebuggerUrl"`
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&version)
+	resp.Body.Close()
+	if err != nil || version.WebSocket == "" {
+		return fmt.Errorf("/json/version: no browser socket (%v)", err)
+	}
+	ws, _, err := (&websocket.Dialer{NetDialContext: dial}).DialContext(ctx, version.WebSocket, nil)
+	if err != nil {
+		return fmt.Errorf("the browser's socket: %w", err)
+	}
+	defer ws.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		ws.SetReadDeadline(deadline)
+	}
+	c := &cdpConn{ws: ws}
+	if err := c.call("", "Browser.getVersion", nil); err != nil {
+		return err
+	}
+	if err := c.call("", "Target.setAutoAttach", map[string]any{"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}); err != nil {
+		return err
+	}
+	// Pages attached after the answer come before the next one's.
+	if err := c.call("", "Browser.getVersion", nil); err != nil {
+		return err
+	}
+	for _, session := range c.pages {
+		for _, method := range []string{"Page.enable", "Page.getFrameTree", "Runtime.enable", "Network.enable", "Log.enable", "Runtime.runIfWaitingForDebugger"} {
+			if err := c.call(session, method, nil); err != nil {
+				return err
+			}
+		}
+		if err := c.call("", "Target.detachFromTarget", map[string]any{"sessionId": session}); err != nil {
+			return err
+		}
+	}
+	return c.call("", "Target.setAutoAttach", map[string]any{"autoAttach": false, "waitForDebuggerOnStart": false, "flatten": true})
+}
+
+// cdpConn sends one DevTools command at a time and notes the page
+// sessions attached meanwhile.
+type cdpConn struct {
+	ws    *websocket.Conn
+	id    int
+	pages []string
+}
+
+// call sends a command (on a page session, or the browser's when session
+// is empty) and waits for its answer.
+func (c *cdpConn) call(session, method string, params any) error {
+	c.id++
+	msg := map[string]any{"id": c.id, "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	if session != "" {
+		msg["sessionId"] = session
+	}
+	if err := c.ws.WriteJSON(msg); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	for {
+		var in struct {
+			ID     int             `json:"id"`
+			Method string          `json:"method"`
+			Error  json.RawMessage `json:"error"`
+			Params struct {
+				SessionID  string `json:"sessionId"`
+				TargetInfo struct {
+					Type string `json:"type"`
+				} `json:"targetInfo"`
+			} `json:"params"`
+		}
+		if err := c.ws.ReadJSON(&in); err != nil {
+			return fmt.Errorf("%s: %w", method, err)
+		}
+		if in.Method == "Target.attachedToTarget" && in.Params.TargetInfo.Type == "page" {
+			c.pages = append(c.pages, in.Params.SessionID)
+		}
+		if in.ID == c.id {
+			if len(in.Error) > 0 {
+				return fmt.Errorf("%s: %s", method, in.Error)
+			}
+			return nil
+		}
+	}
+}
