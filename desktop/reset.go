@@ -60,12 +60,21 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	e.d.Resets++
 	e.d.ResetAt = &now
 	e.mu.Unlock()
-	if err := m.endMachine(e, "reset"); err != nil {
-		return e.snapshot(), err
-	}
+	// The old machine ends while the new one restores: the new one has a
+	// machine id of its own (drivers key files and definitions by it), so
+	// they never share a file, and the reset costs what a create does
+	// rather than a machine's end on top. Both hold memory for that moment.
+	ended := make(chan error, 1)
+	go func() { ended <- m.endMachine(e, "reset") }()
 	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
 	defer cancel()
-	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: d.Resources.DiskMiB})
+	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: resetMachineID(id, d.Resets+1), Snapshot: snap, DiskMiB: d.Resources.DiskMiB})
+	if endErr := <-ended; endErr != nil {
+		if err == nil {
+			mach.Destroy(context.WithoutCancel(rctx))
+		}
+		return e.snapshot(), endErr
+	}
 	if err != nil {
 		return m.failed(e, "reset: restore from "+snap.Name+": "+err.Error()), fmt.Errorf("reset %s from %s: %w", id, snap.Name, err)
 	}
@@ -104,6 +113,9 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	}
 	return d, nil
 }
+
+// resetMachineID names the machine of a desktop's nth reset.
+func resetMachineID(id string, n int) string { return fmt.Sprintf("%s-r%d", id, n) }
 
 // resettable says why d cannot be reset now, or nil.
 func (m *Manager) resettable(d Desktop) error {
