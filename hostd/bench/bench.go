@@ -41,7 +41,10 @@ type Options struct {
 	// CompareSnapshot, when set, is measured by the create suite beside
 	// Snapshot (a recipe's snapshot against minimal, say).
 	CompareSnapshot string
-	Suites          []string
+	// PlaywrightDir holds node_modules/playwright-core, for the action
+	// suite's Playwright connect; absent makes its key null.
+	PlaywrightDir string
+	Suites        []string
 	// N is the number of samples per create method (cold boots: ColdN).
 	N, ColdN int
 	// K is the number of idle desktops of the density suite.
@@ -172,7 +175,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// hostd serve.
 	e.screens = drive.NewMirrors(context.WithoutCancel(ctx), o.Log)
 	if e.drv, err = qemu.New(ctx, qemu.Options{
-		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Logger: o.Log,
+		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Warmup: drive.WarmPooled, Logger: o.Log,
 	}); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -15,7 +20,7 @@ import (
 
 // devtoolsSamples is the number of fresh browser desktops the DevTools
 // connection is timed on.
-const devtoolsSamples = 5
+const devtoolsSamples = 9
 
 // devtoolsSuite measures how soon a browser test can start on a new
 // desktop: from the create returning to a DevTools client having the
@@ -25,10 +30,20 @@ const devtoolsSamples = 5
 func (e *env) devtoolsSuite(ctx context.Context, base, token string) error {
 	snap, ok, err := e.browserSnapshot("devtools_connect_p50_ms")
 	if !ok || err != nil {
+		if err == nil {
+			e.res.null("playwright_connect_p50_ms", "no browser snapshot (see devtools_connect_p50_ms)")
+		}
 		return err
 	}
+	// Each create takes a machine from the warm pool, as on a serving
+	// hostd, and its refill is not left to compete with the next sample.
+	e.drv.Warm(snap, 1)
+	defer e.drv.Warm(snap, 0)
 	var connect Dist
 	for range devtoolsSamples {
+		if err := e.drv.WaitPool(ctx, snap.Name, 1); err != nil {
+			return err
+		}
 		d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: snap.Name})
 		if err != nil {
 			return err
@@ -46,7 +61,88 @@ func (e *env) devtoolsSuite(ctx context.Context, base, token string) error {
 	}
 	e.res.dist("devtools_connect", &connect)
 	e.progress("  DevTools after a create: connected and answered p50 %s", connect.Percentile(50))
+	return e.playwrightConnect(ctx, snap, base, token)
+}
+
+//go:embed playwright_connect.mjs
+var playwrightConnectScript []byte
+
+// playwrightConnect times Playwright's own connectOverCDP after a create,
+// which does far more than devtoolsHandshake (it attaches to every page and
+// enables their domains), with Node and the playwright-core that
+// scripts/setup installs in examples/playwright. Without them its key is
+// null.
+func (e *env) playwrightConnect(ctx context.Context, snap desktop.Snapshot, base, token string) error {
+	const key = "playwright_connect_p50_ms"
+	node, err := exec.LookPath("node")
+	if err != nil {
+		e.res.null(key, "no node on PATH (scripts/setup installs Node and playwright-core)")
+		return nil
+	}
+	dir, err := filepath.Abs(e.opts.PlaywrightDir)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "playwright-core"))
+	}
+	if err != nil {
+		e.res.null(key, fmt.Sprintf("no playwright-core in %s (scripts/setup runs npm ci there): %v", e.opts.PlaywrightDir, err))
+		return nil
+	}
+	script := filepath.Join(e.runDir, "playwright_connect.mjs")
+	if err := os.WriteFile(script, playwrightConnectScript, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(script)
+	var connect Dist
+	for range devtoolsSamples {
+		if err := e.drv.WaitPool(ctx, snap.Name, 1); err != nil {
+			return err
+		}
+		took, err := e.playwrightSample(ctx, node, script, dir, snap.Name, base, token)
+		if err != nil {
+			return fmt.Errorf("playwright connectOverCDP: %w", err)
+		}
+		connect.Add(took)
+	}
+	e.res.dist("playwright_connect", &connect)
+	e.progress("  Playwright connectOverCDP after a create: p50 %s", connect.Percentile(50))
 	return nil
+}
+
+// playwrightSample runs the script once and deletes the desktop it made.
+func (e *env) playwrightSample(ctx context.Context, node, script, dir, snapshot, base, token string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), "HOSTD_URL="+base, "HOSTD_TOKEN="+token, "SNAPSHOT="+snapshot, "PLAYWRIGHT_DIR="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output()
+	var id string
+	var took time.Duration
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var r struct {
+			ID        string   `json:"id"`
+			ConnectMs *float64 `json:"connect_ms"`
+		}
+		if json.Unmarshal(line, &r) == nil && r.ID != "" {
+			id = r.ID
+			if r.ConnectMs != nil {
+				took = time.Duration(*r.ConnectMs * float64(time.Millisecond))
+			}
+		}
+	}
+	if id != "" {
+		if err := e.mgr.Delete(context.WithoutCancel(ctx), id); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if runErr != nil {
+		return 0, fmt.Errorf("%w: %s", runErr, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if took == 0 {
+		return 0, fmt.Errorf("the script printed no connect time: %s", out)
+	}
+	return took, nil
 }
 
 // devtoolsHandshake does what a CDP client does first against a DevTools
