@@ -50,8 +50,9 @@ type Stopper interface {
 	Stopped(ctx context.Context) (bool, error)
 }
 
-// Warmer is implemented by drivers that keep pre-spawned machines per
-// snapshot, so a create is only the restore.
+// Warmer is implemented by drivers that keep machines ready ahead per
+// snapshot (the QEMU driver's are restored and warmed up), so a create
+// only hands one over.
 type Warmer interface {
 	// Warm keeps n machines ready for snapshot s (0 stops warming it).
 	Warm(s Snapshot, n int)

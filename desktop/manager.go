@@ -63,7 +63,7 @@ type Limits struct {
 	MaxFork      int           // copies per fork call
 	MaxTTL       time.Duration // longest TTL a desktop may ask for
 	MaxDiskMiB   int           // largest per-desktop disk growth
-	PoolSize     int           // pre-spawned machines per snapshot, for drivers that pool
+	PoolSize     int           // machines restored ahead per snapshot, for drivers that pool
 	// MinFreeMiB is the free space (Config.FreeSpace) below which creates,
 	// forks, wakes and snapshots are refused: a disk filled by desktops
 	// would leave the records store unable to write.

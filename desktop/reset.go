@@ -17,10 +17,10 @@ type ResetRequest struct {
 // Reset returns a desktop to the snapshot it was created from, as a create
 // from that snapshot would make it, but keeping what names it: its id and
 // name (so its URLs and per-desktop tokens), network policy, control
-// holder, TTL and resources. The old machine ends first (a driver keys a
-// desktop's files by its id), then a new one restores from the snapshot,
-// through the warm pool when the driver has one; the mirror and anything
-// else observing reattach through MachineUp. The snapshot's on_create
+// holder, TTL and resources. The old machine ends while a new one, under
+// a machine id of its own, restores from the snapshot (through the warm
+// pool when the driver has one); the mirror and anything else observing
+// reattach through MachineUp. The snapshot's on_create
 // commands run again, except on a fork's copy (its template ran them).
 //
 // A paused, hibernated or failed desktop comes back running. A desktop a

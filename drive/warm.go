@@ -82,32 +82,80 @@ func warmDevTools(ctx context.Context, dial func(ctx context.Context, network, a
 	if err := c.call("", "Browser.getVersion", nil); err != nil {
 		return err
 	}
+	// Auto-attach, as Playwright asks for it; the pages are then attached
+	// one by one, which answers with their sessions (auto-attach's events
+	// may come later than any answer).
 	if err := c.call("", "Target.setAutoAttach", map[string]any{"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}); err != nil {
 		return err
 	}
-	// Pages attached after the answer come before the next one's.
-	if err := c.call("", "Browser.getVersion", nil); err != nil {
+	if err := c.call("", "Target.getTargets", nil); err != nil {
 		return err
 	}
-	for _, session := range c.pages {
-		for _, method := range []string{"Page.enable", "Page.getFrameTree", "Runtime.enable", "Network.enable", "Log.enable", "Runtime.runIfWaitingForDebugger"} {
-			if err := c.call(session, method, nil); err != nil {
-				return err
-			}
+	var targets struct {
+		Infos []struct {
+			ID   string `json:"targetId"`
+			Type string `json:"type"`
+		} `json:"targetInfos"`
+	}
+	if err := json.Unmarshal(c.result, &targets); err != nil {
+		return fmt.Errorf("Target.getTargets: %w", err)
+	}
+	for _, t := range targets.Infos {
+		if t.Type != "page" {
+			continue
 		}
-		if err := c.call("", "Target.detachFromTarget", map[string]any{"sessionId": session}); err != nil {
+		if err := c.call("", "Target.attachToTarget", map[string]any{"targetId": t.ID, "flatten": true}); err != nil {
+			return err
+		}
+		var attached struct {
+			SessionID string `json:"sessionId"`
+		}
+		if err := json.Unmarshal(c.result, &attached); err != nil || attached.SessionID == "" {
+			return fmt.Errorf("Target.attachToTarget: no session in %.200s", c.result)
+		}
+		if err := warmPage(c, attached.SessionID); err != nil {
+			return err
+		}
+		if err := c.call("", "Target.detachFromTarget", map[string]any{"sessionId": attached.SessionID}); err != nil {
 			return err
 		}
 	}
+	// Closing the socket detaches whatever auto-attach attached.
 	return c.call("", "Target.setAutoAttach", map[string]any{"autoAttach": false, "waitForDebuggerOnStart": false, "flatten": true})
 }
 
-// cdpConn sends one DevTools command at a time and notes the page
-// sessions attached meanwhile.
+// warmPage is what Playwright does on a page it attaches to: the domains
+// it enables and the scripts it adds, all of which end with the session
+// (not the isolated world it creates: a world cannot be removed, and the
+// page would keep it).
+func warmPage(c *cdpConn, session string) error {
+	for _, m := range []struct {
+		method string
+		params any
+	}{
+		{"Page.enable", nil},
+		{"Page.getFrameTree", nil},
+		{"Log.enable", nil},
+		{"Page.setLifecycleEventsEnabled", map[string]any{"enabled": true}},
+		{"Runtime.enable", nil},
+		{"Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": ""}},
+		{"Network.enable", nil},
+		{"Emulation.setFocusEmulationEnabled", map[string]any{"enabled": true}},
+		{"Runtime.runIfWaitingForDebugger", nil},
+	} {
+		if err := c.call(session, m.method, m.params); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cdpConn sends one DevTools command at a time; events are skipped.
 type cdpConn struct {
-	ws    *websocket.Conn
-	id    int
-	pages []string
+	ws *websocket.Conn
+	id int
+	// result is the last command's answer.
+	result json.RawMessage
 }
 
 // call sends a command (on a page session, or the browser's when session
@@ -127,25 +175,17 @@ func (c *cdpConn) call(session, method string, params any) error {
 	for {
 		var in struct {
 			ID     int             `json:"id"`
-			Method string          `json:"method"`
 			Error  json.RawMessage `json:"error"`
-			Params struct {
-				SessionID  string `json:"sessionId"`
-				TargetInfo struct {
-					Type string `json:"type"`
-				} `json:"targetInfo"`
-			} `json:"params"`
+			Result json.RawMessage `json:"result"`
 		}
 		if err := c.ws.ReadJSON(&in); err != nil {
 			return fmt.Errorf("%s: %w", method, err)
-		}
-		if in.Method == "Target.attachedToTarget" && in.Params.TargetInfo.Type == "page" {
-			c.pages = append(c.pages, in.Params.SessionID)
 		}
 		if in.ID == c.id {
 			if len(in.Error) > 0 {
 				return fmt.Errorf("%s: %s", method, in.Error)
 			}
+			c.result = in.Result
 			return nil
 		}
 	}

@@ -16,8 +16,8 @@ import (
 )
 
 // cdpStandIn serves /json/version and a browser socket that answers every
-// command, attaching one page on auto-attach as Chromium does; it records
-// each command as "session method".
+// command, with one page and one service worker among its targets; it
+// records each command as "session method".
 type cdpStandIn struct {
 	mu       sync.Mutex
 	commands []string
@@ -48,22 +48,30 @@ func (c *cdpStandIn) handler(t *testing.T) http.Handler {
 			c.mu.Lock()
 			c.commands = append(c.commands, strings.TrimSpace(msg.SessionID+" "+msg.Method))
 			c.mu.Unlock()
-			if msg.Method == "Target.setAutoAttach" && strings.Contains(string(msg.Params), `"autoAttach":true`) {
-				// Another target type first, which is not warmed.
-				ws.WriteJSON(map[string]any{"method": "Target.attachedToTarget", "params": map[string]any{"sessionId": "w1", "targetInfo": map[string]string{"type": "service_worker"}}})
-				ws.WriteJSON(map[string]any{"id": msg.ID, "result": map[string]any{}})
-				ws.WriteJSON(map[string]any{"method": "Target.attachedToTarget", "params": map[string]any{"sessionId": "p1", "targetInfo": map[string]string{"type": "page"}}})
-				continue
+			result := map[string]any{}
+			switch msg.Method {
+			case "Target.setAutoAttach":
+				if strings.Contains(string(msg.Params), `"autoAttach":true`) {
+					// Chromium's events for what auto-attach attached.
+					ws.WriteJSON(map[string]any{"method": "Target.attachedToTarget", "params": map[string]any{"sessionId": "a1", "targetInfo": map[string]string{"type": "page"}}})
+				}
+			case "Target.getTargets":
+				result["targetInfos"] = []map[string]string{{"targetId": "T1", "type": "page"}, {"targetId": "W1", "type": "service_worker"}}
+			case "Target.attachToTarget":
+				if !strings.Contains(string(msg.Params), `"targetId":"T1"`) {
+					t.Errorf("attached to %s, want only the page T1", msg.Params)
+				}
+				result["sessionId"] = "p1"
 			}
-			ws.WriteJSON(map[string]any{"id": msg.ID, "sessionId": msg.SessionID, "result": map[string]any{}})
+			ws.WriteJSON(map[string]any{"id": msg.ID, "sessionId": msg.SessionID, "result": result})
 		}
 	})
 	return mux
 }
 
-// The warm-up goes through discovery and the browser's socket, enables the
-// domains on every page attached (even one announced after the attach's
-// answer), and leaves nothing attached.
+// The warm-up goes through discovery and the browser's socket, attaches to
+// every page (not other targets), enables the domains Playwright enables
+// there, and leaves nothing attached.
 func TestWarmDevToolsAttachesEnablesAndDetaches(t *testing.T) {
 	standIn := &cdpStandIn{}
 	srv := httptest.NewServer(standIn.handler(t))
@@ -89,8 +97,8 @@ func TestWarmDevToolsAttachesEnablesAndDetaches(t *testing.T) {
 			t.Errorf("commands %q lack %q", got, want)
 		}
 	}
-	if slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "w1 ") }) {
-		t.Errorf("commands %q went to the service worker", got)
+	if slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "a1 ") || strings.Contains(c, "createIsolatedWorld") }) {
+		t.Errorf("commands %q: none may go to an auto-attached session or leave a world behind", got)
 	}
 	if last := got[len(got)-1]; last != "Target.setAutoAttach" {
 		t.Errorf("last command %q, want auto-attach turned off", last)

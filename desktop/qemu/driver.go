@@ -1,6 +1,6 @@
 // Package qemu is the desktop.Driver that runs QEMU processes directly and
 // talks to them over QMP: copy-on-write restores from golden snapshots (with
-// a warm pool of pre-spawned processes), hibernation, snapshots of running
+// a warm pool of machines restored ahead), hibernation, snapshots of running
 // machines, and supervision that survives restarts of hostd.
 package qemu
 

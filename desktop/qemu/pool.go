@@ -60,7 +60,7 @@ func newPool(d *Driver) *pool {
 	return p
 }
 
-// Warm keeps n pre-spawned machines for snapshot s (0 stops).
+// Warm keeps n machines restored from snapshot s ahead (0 stops).
 func (d *Driver) Warm(s desktop.Snapshot, n int) {
 	p := d.pool
 	p.mu.Lock()

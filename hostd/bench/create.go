@@ -53,7 +53,7 @@ func timeCreateOn(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirr
 
 func (e *env) createSuite(ctx context.Context) error {
 	n := e.opts.N
-	// Copy-on-write restore into a pre-spawned QEMU (the warm pool).
+	// A machine the warm pool restored (copy-on-write) and warmed ahead.
 	var pool Dist
 	e.drv.Warm(e.snap, 1)
 	for i := 0; i < n; i++ {

@@ -123,7 +123,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Limits.MaxDesktops, "max-desktops", s.Limits.MaxDesktops, "host cap on desktops holding resources")
 	fs.IntVar(&s.Limits.MaxMemoryMiB, "max-memory-mib", s.Limits.MaxMemoryMiB, "host cap on the sum of desktops' guest memory, MiB")
 	fs.IntVar(&s.Limits.MinFreeMiB, "min-free-mib", s.Limits.MinFreeMiB, "free space on the state directory's disk below which creates, forks, wakes and snapshots are refused (507), MiB; 0: no check")
-	fs.IntVar(&s.Limits.PoolSize, "pool", s.Limits.PoolSize, "pre-spawned QEMU processes per snapshot (warm pool)")
+	fs.IntVar(&s.Limits.PoolSize, "pool", s.Limits.PoolSize, "machines restored and warmed up ahead per snapshot (warm pool)")
 	fs.IntVar(&s.Limits.MaxFork, "max-fork", s.Limits.MaxFork, "most copies one fork may make")
 	fs.IntVar(&s.Limits.MaxDiskMiB, "max-disk-mib", s.Limits.MaxDiskMiB, "largest disk_mib a desktop may ask for, and largest volume, MiB")
 	fs.DurationVar(&s.Limits.MaxTTL, "max-ttl", s.Limits.MaxTTL, "longest TTL a desktop may ask for")
