@@ -20,8 +20,8 @@ type ResetRequest struct {
 // holder, TTL and resources. The old machine ends while a new one, under
 // a machine id of its own, restores from the snapshot (through the warm
 // pool when the driver has one); the mirror and anything else observing
-// reattach through MachineUp. The snapshot's on_create
-// commands run again, except on a fork's copy (its template ran them).
+// reattach through MachineUp. The snapshot's on_create commands run
+// again, except on a fork's copy (its template ran them).
 //
 // A paused, hibernated or failed desktop comes back running. A desktop a
 // person controls is refused like any agent action, and so is one with

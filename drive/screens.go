@@ -89,11 +89,11 @@ func NewMirrors(base context.Context, log *slog.Logger) *Mirrors {
 }
 
 // RefillGate is the QEMU driver's gate for pool refills: the desktop's
-// first frame, then its guest going idle (until ctx ends). A restored
-// guest is busy on both virtual CPUs for 0.5 to 1.3 s under TCG (its code
-// translated again, its timers catching up); a QEMU spawning meanwhile
-// slows the first things a client does with the new desktop. nil for a nil
-// Mirrors.
+// first frame, then its guest going idle (until ctx ends). A guest just
+// handed over is busy for a while (its clock and identity set; under TCG a
+// guest restored without warming was busy on both virtual CPUs for 0.5 to
+// 1.3 s), and a QEMU spawning meanwhile slows the first things a client
+// does with the new desktop. nil for a nil Mirrors.
 func (ss *Mirrors) RefillGate() func(context.Context, string) {
 	if ss == nil {
 		return nil
