@@ -20,9 +20,9 @@ import (
 // every code path slowly the first time, while QEMU translates it again:
 // Playwright's connectOverCDP took 1.4 s right after a create, 0.8 s on a
 // guest left idle for seconds, and 0.2 s when it had connected once
-// before. So the pool sets the guest's clock (the guest agent's path, and
-// the guest's reaction to its clock jumping from the snapshot's time) and,
-// in a browser desktop, does what a DevTools client does first: discovery,
+// before. So the pool sets the guest's clock (which also takes the guest
+// agent's path once) and, in a browser desktop, does what a DevTools
+// client does first: discovery,
 // the browser's socket, attaching to each page and enabling the domains
 // Playwright enables. Nothing of it stays: the session detaches and
 // closes, and the desktop's own clock and identity are set when it is
