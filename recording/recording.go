@@ -154,8 +154,9 @@ type frame struct {
 
 // concatList is ffmpeg's concat demuxer list that shows each frame until
 // the next one, the first from the recording's start (the video's time is
-// the recording's, as the action log's is), the last until end. The last file is listed twice: the
-// demuxer ignores the duration of the list's last entry. Each image is
+// the recording's, as the action log's is), the last until end. The last
+// file is listed twice: the demuxer ignores the duration of the list's
+// last entry. Each image is
 // opened at 1000 frames a second so that its timestamps are in
 // milliseconds: at the image reader's default 25, frames closer than 40 ms
 // would share a timestamp and be dropped.
