@@ -156,10 +156,9 @@ type frame struct {
 // the next one, the first from the recording's start (the video's time is
 // the recording's, as the action log's is), the last until end. The last
 // file is listed twice: the demuxer ignores the duration of the list's
-// last entry. Each image is
-// opened at 1000 frames a second so that its timestamps are in
-// milliseconds: at the image reader's default 25, frames closer than 40 ms
-// would share a timestamp and be dropped.
+// last entry. Each image is opened at 1000 frames a second so that its
+// timestamps are in milliseconds: at the image reader's default 25, frames
+// closer than 40 ms would share a timestamp and be dropped.
 func concatList(frames []frame, end time.Duration) string {
 	var b strings.Builder
 	b.WriteString("ffconcat version 1.0\n")
