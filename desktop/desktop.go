@@ -123,6 +123,9 @@ type Desktop struct {
 	// ResetAt is when the last began.
 	Resets  int        `json:"resets,omitempty"`
 	ResetAt *time.Time `json:"reset_at,omitempty"`
+	// Labels and Env are the create's (see CreateRequest).
+	Labels map[string]string `json:"labels,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
 }
 
 // Setup states.

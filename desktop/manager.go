@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -204,6 +206,45 @@ type CreateRequest struct {
 	// Clock, when set, is the guest's wall-clock time the create returns
 	// with; the guest's clock then runs on from it, across wakes too.
 	Clock *time.Time `json:"clock,omitempty"`
+	// Labels are the caller's own key-value pairs, kept with the record
+	// (E2B's metadata); Env is set for every command the guest runs for a
+	// front door that honours it (E2B's envVars).
+	Labels map[string]string `json:"labels,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+}
+
+// Bounds of a desktop's labels and environment.
+const (
+	maxLabels     = 64
+	maxLabelBytes = 4096
+)
+
+// checkPairs checks labels or environment variables: a bounded number of
+// short pairs, and for env, names a shell accepts.
+func checkPairs(field string, m map[string]string, envNames bool) error {
+	if len(m) > maxLabels {
+		return fmt.Errorf("%w: %s: %d entries, at most %d", ErrInvalid, field, len(m), maxLabels)
+	}
+	for k, v := range m {
+		switch {
+		case k == "" || len(k) > maxLabelBytes || len(v) > maxLabelBytes:
+			return fmt.Errorf("%w: %s.%.40q: keys of 1 to %d bytes, values of at most %d", ErrInvalid, field, k, maxLabelBytes, maxLabelBytes)
+		case strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0):
+			return fmt.Errorf("%w: %s.%.40q: contains a NUL byte", ErrInvalid, field, k)
+		case envNames && !validEnvName(k):
+			return fmt.Errorf("%w: %s.%.40q: not a variable name (letters, digits and _, not starting with a digit)", ErrInvalid, field, k)
+		}
+	}
+	return nil
+}
+
+func validEnvName(k string) bool {
+	for i, r := range k {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
@@ -212,6 +253,12 @@ func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 		return fmt.Errorf("%w: snapshot %s is a fork's template holding its desktop's volumes: only that fork's copies restore from it; fork the desktop instead", ErrInvalid, snap.Name)
 	}
 	if err := CheckNetwork(req.Network); err != nil {
+		return err
+	}
+	if err := checkPairs("labels", req.Labels, false); err != nil {
+		return err
+	}
+	if err := checkPairs("env", req.Env, true); err != nil {
 		return err
 	}
 	switch {
@@ -378,6 +425,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		CreatedAt: now, LastUsedAt: now, ForkOf: forkOf, Driver: m.drv.Name(),
 		Control: Control{Holder: ControlAgent, Since: now},
 		Uses:    m.lineage(snap),
+		Labels:  maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 	}
 	if d.Name == "" {
 		d.Name = id
@@ -842,6 +890,37 @@ func (m *Manager) SetNetwork(id string, p netpolicy.Policy) (Desktop, error) {
 		return Desktop{}, fmt.Errorf("record network policy: %w", err)
 	}
 	m.publish(EventNetwork, d)
+	return d, nil
+}
+
+// SetExpiry sets when a desktop is deleted; the zero time means never.
+// A time already past deletes it at the TTL sweeper's next turn.
+func (m *Manager) SetExpiry(id string, at time.Time) (Desktop, error) {
+	if ttl := at.Sub(m.now()); !at.IsZero() && ttl > m.limits.MaxTTL {
+		return Desktop{}, fmt.Errorf("%w: expiry %s from now: at most %s", ErrInvalid, ttl.Round(time.Second), m.limits.MaxTTL)
+	}
+	e, err := m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.mu.Lock()
+	if e.d.State == StateStopping || e.d.State == StateDeleted {
+		e.mu.Unlock()
+		return Desktop{}, fmt.Errorf("%w: desktop %s is being deleted", ErrConflict, id)
+	}
+	if at.IsZero() {
+		e.d.ExpiresAt = nil
+	} else {
+		at = at.UTC()
+		e.d.ExpiresAt = &at
+	}
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return Desktop{}, fmt.Errorf("record expiry: %w", err)
+	}
+	m.kickTTL()
+	m.publish(EventState, d)
 	return d, nil
 }
 

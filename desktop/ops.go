@@ -136,7 +136,8 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := CreateRequest{Snapshot: snap.Name, Network: src.Network, DiskMiB: src.Resources.DiskMiB}
+			req := CreateRequest{Snapshot: snap.Name, Network: src.Network, DiskMiB: src.Resources.DiskMiB,
+				Labels: src.Labels, Env: src.Env}
 			if src.Name != src.ID {
 				req.Name = fmt.Sprintf("%s-fork%d", src.Name, i+1)
 			}

@@ -40,6 +40,13 @@ type ExecRequest struct {
 	// MaxOutput bounds stdout and stderr each; 0 takes
 	// desktop.DefaultMaxOutput.
 	MaxOutput int
+	// Unbounded (ExecStream only) runs the program until it ends or its
+	// caller's context does, with no Timeout: a front door's background
+	// process, which its caller ends by signal or by cancelling.
+	Unbounded bool
+	// Started (ExecStream only), when set, hears the guest's process id of
+	// the program's process group as soon as it runs.
+	Started func(pid int)
 }
 
 // ExecResult is how a guest program ended.
@@ -82,10 +89,12 @@ func (r *ExecRequest) Check() error {
 	if r.Cwd != "" && (!path.IsAbs(r.Cwd) || strings.ContainsRune(r.Cwd, 0)) {
 		return fieldError("cwd", "%q: use an absolute path", r.Cwd)
 	}
-	if r.Timeout == 0 {
+	if r.Unbounded {
+		r.Timeout = 0
+	} else if r.Timeout == 0 {
 		r.Timeout = DefaultExecTimeout
 	}
-	if r.Timeout < 0 || r.Timeout > MaxExecTimeout {
+	if !r.Unbounded && (r.Timeout < 0 || r.Timeout > MaxExecTimeout) {
 		return fieldError("timeout", "%s: use up to %s", r.Timeout, MaxExecTimeout)
 	}
 	if r.MaxOutput < 0 || r.MaxOutput > MaxExecOutput {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	pathpkg "path"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -329,7 +331,12 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 		return ExecResult{}, err
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
+	var cancel context.CancelFunc
+	if req.Unbounded {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+agentMargin)
+	}
 	defer cancel()
 	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
@@ -357,6 +364,9 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 	if err := agentCall(ctx, ag, fileCallTimeout, "guest-exec", execArgs, &started); err != nil {
 		return ExecResult{}, fmt.Errorf("desktop %s: exec %s: %w", id, req.Path, err)
 	}
+	if req.Started != nil {
+		req.Started(started.PID)
+	}
 	wait := streamPollMin
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -364,6 +374,9 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 		select {
 		case <-ctx.Done():
 			s.killGroup(ctx, ag, started.PID)
+			if req.Unbounded {
+				return ExecResult{}, fmt.Errorf("desktop %s: exec %s: ended by its caller: %w", id, req.Path, ctx.Err())
+			}
 			return ExecResult{}, fmt.Errorf("%w: desktop %s: exec %s: no end seen within %s: %w", desktop.ErrUnavailable, id, req.Path, req.Timeout+agentMargin, ctx.Err())
 		case <-timer.C:
 		}
@@ -399,7 +412,7 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 			res := desktop.ExecResult{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(start),
 				StdoutTruncated: streams[0].truncated, StderrTruncated: streams[1].truncated}
 			s.mgr.Touch(id)
-			return ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+			return ExecResult{ExecResult: res, TimedOut: !req.Unbounded && timedOut(res, req.Timeout)}, nil
 		}
 		if got {
 			wait = streamPollMin
@@ -440,6 +453,28 @@ func (o *outStream) drain(ctx context.Context, ag desktop.GuestAgent, max int, o
 	}
 	return len(data), nil
 }
+
+// Signal sends a signal (a name kill(1) knows: TERM, KILL, INT...) to the
+// process group a streaming exec started (its Started pid). A process that
+// is gone is ErrNotFound.
+func (s *Service) Signal(ctx context.Context, id string, pid int, signal string) error {
+	if pid <= 1 || !signalName.MatchString(signal) {
+		return fieldError("signal", "pid %d, signal %q: a program's pid and a signal name like TERM or KILL", pid, signal)
+	}
+	// Just after the start, the program may not lead its group yet (the
+	// shell that starts it has not run timeout(1)): the pid alone then.
+	script := `/bin/kill -"$1" -- -"$2" 2>/dev/null || exec /bin/kill -"$1" -- "$2"`
+	res, err := s.exec(ctx, id, ExecRequest{Path: "/bin/sh", Args: []string{"-c", script, "sh", signal, strconv.Itoa(pid)}, Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%w: desktop %s: no process group %d: %s", desktop.ErrNotFound, id, pid, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
+
+var signalName = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,9}$`)
 
 // killGroup ends a streaming exec whose caller gave up: timeout leads its
 // own process group, so the group's signal reaches the program's children.

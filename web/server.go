@@ -40,6 +40,9 @@ type Config struct {
 	// Recordings keeps recordings of desktops' screens; nil: recording is
 	// refused with 503.
 	Recordings *recording.Registry
+	// E2B, when set, builds the E2B front door served under /e2b, given
+	// the daemon's current token (its API key; rotations apply at once).
+	E2B func(daemonToken func() string) http.Handler
 }
 
 // Server serves the API and pages.
@@ -70,6 +73,12 @@ func New(cfg Config) *Server {
 	s.engine.Use(s.recoverPanics, s.logRequests)
 	s.engine.GET("/healthz", s.healthz)
 	s.mcpRoutes(s.engine)
+	if cfg.E2B != nil {
+		// The SDKs' two base URLs are both hostd's /e2b; the front door
+		// checks its own keys (X-API-KEY, sandbox access tokens).
+		h := http.StripPrefix("/e2b", cfg.E2B(s.daemonToken))
+		s.engine.Any("/e2b/*path", gin.WrapH(h))
+	}
 	s.pages(s.engine)
 
 	v1 := s.engine.Group("/v1", s.auth)
@@ -139,6 +148,14 @@ func (s *Server) auth(c *gin.Context) {
 	}
 	c.Header("WWW-Authenticate", `Bearer realm="warmdesk"`)
 	abort(c, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN); hostd printed it at first start and keeps it in its state directory", "")
+}
+
+// daemonToken is the daemon's current token.
+func (s *Server) daemonToken() string {
+	if t := s.token.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
 
 func (s *Server) validDaemonToken(tok string) bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/e2b"
 	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
@@ -50,8 +51,10 @@ type App struct {
 	Recordings *recording.Registry
 	// stopRecordings ends the registry's following of the Manager.
 	stopRecordings func()
-	Web            *web.Server
-	Token          string
+	// stopE2B ends the E2B front door's background processes.
+	stopE2B func()
+	Web     *web.Server
+	Token   string
 	// NewToken is set when the token was made at this start.
 	NewToken bool
 }
@@ -112,7 +115,13 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
-		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) }})
+		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
+		E2B: func(daemonToken func() string) http.Handler {
+			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+			a.stopE2B = stop
+			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Guest: a.Drive, DaemonToken: daemonToken,
+				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, Logger: log})
+		}})
 	return a, nil
 }
 
@@ -137,6 +146,9 @@ func openRecordings(ctx context.Context, dir string, m *desktop.Manager, log *sl
 
 // Close stops background work. Desktops keep running for the next hostd.
 func (a *App) Close() {
+	if a.stopE2B != nil {
+		a.stopE2B()
+	}
 	if a.stopRecordings != nil {
 		a.stopRecordings()
 	}

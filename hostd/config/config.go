@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -102,6 +103,11 @@ type Serve struct {
 	QEMUUIDs string
 	// NoCgroups keeps desktops' QEMU processes in hostd's cgroup.
 	NoCgroups bool
+	// E2BTemplates maps E2B template ids to snapshots (the E2B front door
+	// at /e2b); E2BDomain is the domain it gives sandboxes, for the URLs
+	// the SDK builds from it.
+	E2BTemplates map[string]string
+	E2BDomain    string
 }
 
 // DefaultServe returns the defaults.
@@ -132,6 +138,18 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
 	fs.StringVar(&s.QEMUUIDs, "qemu-uids", s.QEMUUIDs, "user ids desktops' QEMU processes run as, one each, FIRST-LAST (default 900000000-900065535); off: as hostd's user")
 	fs.BoolVar(&s.NoCgroups, "no-cgroups", s.NoCgroups, "keep desktops' QEMU processes in hostd's cgroup instead of a cgroup each")
+	fs.Func("e2b-template", "E2B template id and the snapshot it creates from, ID=SNAPSHOT; repeat for more (a template not mapped is taken as a snapshot name)", func(v string) error {
+		id, snap, ok := strings.Cut(v, "=")
+		if !ok || id == "" || snap == "" {
+			return fmt.Errorf("%q: write ID=SNAPSHOT, like base=minimal", v)
+		}
+		if s.E2BTemplates == nil {
+			s.E2BTemplates = map[string]string{}
+		}
+		s.E2BTemplates[id] = snap
+		return nil
+	})
+	fs.StringVar(&s.E2BDomain, "e2b-domain", s.E2BDomain, "domain E2B sandboxes report: the SDK builds https://PORT-ID.DOMAIN from it (docs/E2B.md)")
 }
 
 // ParseSize reads a size such as 1GiB, 512MiB, 2G or 1024 (MiB) into MiB.

@@ -1,0 +1,196 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"maps"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
+)
+
+// E2B runs commands and writes files as a user, "user" unless the call
+// names another. warmdesk's own images have only root; a snapshot whose
+// guest has an account "user" (the e2b-desktop recipe's) runs as it.
+const defaultUser = "user"
+
+var userName = regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,31}$`)
+
+// userOf reads the user a call asks for: envd's RPCs send it as HTTP
+// Basic (the user, no password), /files as ?username=. "" means the
+// default.
+func userOf(r *http.Request, query string) (string, error) {
+	u := query
+	if h := r.Header.Get("Authorization"); u == "" && h != "" {
+		raw, ok := strings.CutPrefix(h, "Basic ")
+		dec, err := base64.StdEncoding.DecodeString(raw)
+		if !ok || err != nil {
+			return "", rpcErrorf(CodeUnauthenticated, "Authorization: envd takes Basic base64(USER:)")
+		}
+		u, _, _ = strings.Cut(string(dec), ":")
+	}
+	if u != "" && !userName.MatchString(u) {
+		return "", rpcErrorf(CodeInvalidArgument, "user %q is not a user name", u)
+	}
+	return u, nil
+}
+
+// account is a guest user and its home.
+type account struct{ name, home string }
+
+// userCache remembers each sandbox's users' homes: one guest round trip
+// per user, not per command.
+type userCache struct {
+	mu sync.Mutex
+	m  map[string]map[string]account // sandbox, asked name ("" default)
+}
+
+func newUserCache() *userCache { return &userCache{m: map[string]map[string]account{}} }
+
+func (c *userCache) forget(sandbox string) {
+	c.mu.Lock()
+	delete(c.m, sandbox)
+	c.mu.Unlock()
+}
+
+// homeScript prints a user's home, or exits 2 when there is no such user.
+// With no name, it takes "user" when the guest has one, else root.
+const homeScript = `u=${1:-` + defaultUser + `}
+if ! ent=$(getent passwd "$u"); then
+  [ -z "$1" ] || { echo "no user $u in the sandbox" >&2; exit 2; }
+  u=root; ent=$(getent passwd root)
+fi
+printf '%s\n' "$u" "$(printf '%s' "$ent" | cut -d: -f6)"`
+
+// account resolves the user a call runs as.
+func (s *Server) account(ctx context.Context, sandbox, asked string) (account, error) {
+	s.users.mu.Lock()
+	a, ok := s.users.m[sandbox][asked]
+	s.users.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	res, err := s.run(ctx, sandbox, drive.ExecRequest{Path: "/bin/sh", Args: []string{"-c", homeScript, "sh", asked}})
+	if err != nil {
+		return account{}, err
+	}
+	lines := strings.Split(strings.TrimRight(string(res.stdout), "\n"), "\n")
+	if res.code == 2 {
+		return account{}, rpcErrorf(CodeInvalidArgument, "user %q does not exist in sandbox %s", asked, sandbox)
+	}
+	if res.code != 0 || len(lines) != 2 || !path.IsAbs(lines[1]) {
+		return account{}, rpcErrorf(CodeInternal, "sandbox %s: could not look up user %q (exit %d: %s)", sandbox, asked, res.code, res.message())
+	}
+	a = account{name: lines[0], home: lines[1]}
+	s.users.mu.Lock()
+	if s.users.m[sandbox] == nil {
+		s.users.m[sandbox] = map[string]account{}
+	}
+	s.users.m[sandbox][asked] = a
+	s.users.mu.Unlock()
+	return a, nil
+}
+
+// helperTimeout bounds the small guest commands behind envd's calls.
+const helperTimeout = 30 * time.Second
+
+// helperResult is how a helper ended.
+type helperResult struct {
+	stdout, stderr []byte
+	code           int
+}
+
+// message is a failed helper's complaint.
+func (h helperResult) message() string {
+	return strings.TrimSpace(string(h.stderr))
+}
+
+// run runs a helper in the guest and waits for it.
+func (s *Server) run(ctx context.Context, sandbox string, req drive.ExecRequest) (helperResult, error) {
+	var out, errOut bytes.Buffer
+	var mu sync.Mutex
+	if req.Timeout == 0 {
+		req.Timeout = helperTimeout
+	}
+	res, err := s.cfg.Guest.ExecStream(ctx, sandbox, req, func(stream string, data []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stream == "stderr" {
+			errOut.Write(data)
+		} else {
+			out.Write(data)
+		}
+	})
+	if err != nil {
+		return helperResult{}, err
+	}
+	if res.TimedOut {
+		return helperResult{}, rpcErrorf(CodeDeadlineExceeded, "sandbox %s: %s did not finish within %s", sandbox, req.Path, req.Timeout)
+	}
+	return helperResult{stdout: out.Bytes(), stderr: errOut.Bytes(), code: res.ExitCode}, nil
+}
+
+// resolvePath makes a path absolute against the user's home, as envd
+// does.
+func resolvePath(p string, a account) (string, error) {
+	if p == "" {
+		return "", rpcErrorf(CodeInvalidArgument, "path is required")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", rpcErrorf(CodeInvalidArgument, "path %q contains a NUL byte", p)
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = a.home + p[1:]
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(a.home, p)
+	}
+	return path.Clean(p), nil
+}
+
+// runAs is the exec request of a process config, run as the user with
+// the sandbox's environment under the process's own.
+func (s *Server) runAs(ctx context.Context, d desktop.Desktop, asked string, cfg processConfig) (drive.ExecRequest, error) {
+	a, err := s.account(ctx, d.ID, asked)
+	if err != nil {
+		return drive.ExecRequest{}, err
+	}
+	env := maps.Clone(d.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, cfg.Envs)
+	env["HOME"], env["USER"], env["LOGNAME"] = a.home, a.name, a.name
+	cwd := a.home
+	if cfg.Cwd != nil && *cfg.Cwd != "" {
+		if cwd, err = resolvePath(*cfg.Cwd, a); err != nil {
+			return drive.ExecRequest{}, err
+		}
+	}
+	req := drive.ExecRequest{Path: cfg.Cmd, Args: cfg.Args, Env: env, Cwd: cwd, MaxOutput: drive.MaxExecOutput}
+	if a.name != "root" {
+		// runuser keeps the environment given (but for HOME, SHELL, USER,
+		// LOGNAME, which it sets to the user's).
+		req.Path, req.Args = "runuser", append([]string{"-u", a.name, "--", cfg.Cmd}, cfg.Args...)
+	}
+	if err := req.Check(); err != nil {
+		return drive.ExecRequest{}, rpcErrorf(CodeInvalidArgument, "%v", err)
+	}
+	return req, nil
+}
+
+// asUser wraps a helper script to run as the account.
+func asUser(a account, script string, args ...string) drive.ExecRequest {
+	argv := append([]string{"-c", script, "sh"}, args...)
+	if a.name == "root" {
+		return drive.ExecRequest{Path: "/bin/sh", Args: argv}
+	}
+	return drive.ExecRequest{Path: "runuser", Args: append([]string{"-u", a.name, "--", "/bin/sh"}, argv...)}
+}
