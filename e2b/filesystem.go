@@ -100,7 +100,7 @@ var fsScripts = map[string]string{
 find "$1" -mindepth 1 -maxdepth "$2" -printf '` + entryFormat + `'`,
 	"MakeDir": `if [ -e "$1" ]; then echo "$1 already exists" >&2; exit 4; fi
 mkdir -p -- "$1" && ` + describe,
-	"Move": mustExist + `mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && set -- "$2" && ` + describe,
+	"Move":   mustExist + `mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && set -- "$2" && ` + describe,
 	"Remove": mustExist + `rm -rf -- "$1"`,
 }
 
@@ -382,4 +382,3 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, d desktop.Deskto
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-

@@ -1,0 +1,146 @@
+package e2b
+
+import (
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+func TestParseEntries(t *testing.T) {
+	out := "f\x0011\x00644\x00-rw-r--r--\x00user\x00user\x001700000000.5\x00\x00/tmp/a b\nc\x00" +
+		"l\x007\x00777\x00lrwxrwxrwx\x00root\x00root\x001700000001.0\x00/etc/x\x00/tmp/link\x00" +
+		"d\x004096\x00755\x00drwxr-xr-x\x00root\x00root\x001700000002.0\x00\x00/tmp/d\x00"
+	got, err := parseEntries([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d entries, want 3", len(got))
+	}
+	a := got[0]
+	if a.Name != "a b\nc" || a.Type != "FILE_TYPE_FILE" || a.Size != "11" || a.Mode != 0o644 || a.Owner != "user" || a.ModifiedTime.UnixMilli() != 1700000000500 {
+		t.Errorf("file: %+v", a)
+	}
+	if got[1].Type != "FILE_TYPE_SYMLINK" || got[1].SymlinkTarget == nil || *got[1].SymlinkTarget != "/etc/x" {
+		t.Errorf("link: %+v", got[1])
+	}
+	if got[2].Type != "FILE_TYPE_DIRECTORY" || got[2].Path != "/tmp/d" {
+		t.Errorf("dir: %+v", got[2])
+	}
+	for _, bad := range []string{"f\x001\x00", "f\x00x\x00644\x00-\x00u\x00g\x001\x00\x00/a\x00", "f\x001\x00999\x00-\x00u\x00g\x001\x00\x00/a\x00", "f\x001\x00644\x00-\x00u\x00g\x001\x00\x00rel\x00"} {
+		if _, err := parseEntries([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func FuzzParseEntries(f *testing.F) {
+	f.Add([]byte("f\x0011\x00644\x00-rw-r--r--\x00user\x00user\x001700000000.5\x00\x00/tmp/a\x00"))
+	f.Add([]byte("d\x000\x00755\x00d\x00r\x00r\x00NaN\x00\x00/\x00"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		entries, err := parseEntries(in)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Path, "/") || e.Type == "" {
+				t.Fatalf("entry %+v from %q", e, in)
+			}
+		}
+	})
+}
+
+func TestParseListQuery(t *testing.T) {
+	// The SDK escapes metadata's keys and values, then the whole query.
+	q, err := url.ParseQuery("metadata=a%252520b%3Dc%252526d%26x%3Dy&state=running,paused&limit=5&nextToken=d-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lq, err := parseListQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(lq.metadata, map[string]string{"a%20b": "c%26d", "x": "y"}) && !reflect.DeepEqual(lq.metadata, map[string]string{"a b": "c&d", "x": "y"}) {
+		t.Errorf("metadata %q", lq.metadata)
+	}
+	if lq.limit != 5 || lq.next != "d-1" || !reflect.DeepEqual(lq.states, []string{"running", "paused"}) {
+		t.Errorf("query %+v", lq)
+	}
+	for _, bad := range []string{"state=gone", "limit=0", "limit=x", "startedAfter=yesterday", "metadata=a%3D%25zz"} {
+		q, _ := url.ParseQuery(bad)
+		if _, err := parseListQuery(q); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestEndOfHowAProgramEnded(t *testing.T) {
+	for _, c := range []struct {
+		res  drive.ExecResult
+		want endEvent
+	}{
+		{drive.ExecResult{}, endEvent{Exited: true, Status: "exit status 0"}},
+		{drive.ExecResult{ExecResult: desktop.ExecResult{ExitCode: 3}}, endEvent{ExitCode: 3, Exited: true, Status: "exit status 3", Error: "exit status 3"}},
+		{drive.ExecResult{ExecResult: desktop.ExecResult{Signal: 9}}, endEvent{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}},
+		{drive.ExecResult{ExecResult: desktop.ExecResult{ExitCode: 137}}, endEvent{ExitCode: -1, Status: "signal: killed", Error: "signal: killed"}},
+	} {
+		if got := endOf(c.res); *got != c.want {
+			t.Errorf("%+v: %+v, want %+v", c.res, *got, c.want)
+		}
+	}
+}
+
+func TestUserAndPath(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", nil)
+	if u, err := userOf(r, ""); u != "" || err != nil {
+		t.Errorf("no user: %q %v", u, err)
+	}
+	r.Header.Set("Authorization", "Basic cm9vdDo=") // root:
+	if u, err := userOf(r, ""); u != "root" || err != nil {
+		t.Errorf("basic root: %q %v", u, err)
+	}
+	if u, _ := userOf(r, "user"); u != "user" {
+		t.Errorf("the query wins: %q", u)
+	}
+	for _, bad := range []string{"Bearer x", "Basic !!"} {
+		r.Header.Set("Authorization", bad)
+		if _, err := userOf(r, ""); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := userOf(httptest.NewRequest("GET", "/", nil), "Robert'); DROP"); err == nil {
+		t.Error("a name no account can have was accepted")
+	}
+	a := account{name: "user", home: "/home/user"}
+	for in, want := range map[string]string{"notes.txt": "/home/user/notes.txt", "~/x/../y": "/home/user/y", "/etc/hosts": "/etc/hosts", "~": "/home/user"} {
+		if got, err := resolvePath(in, a); got != want || err != nil {
+			t.Errorf("%q: %q %v, want %q", in, got, err, want)
+		}
+	}
+	if _, err := resolvePath("", a); err == nil {
+		t.Error("an empty path was accepted")
+	}
+}
+
+func TestSignalNames(t *testing.T) {
+	for in, want := range map[any]string{"SIGNAL_SIGKILL": "KILL", "SIGNAL_SIGTERM": "TERM", float64(9): "KILL"} {
+		if got, err := signalOf(in); got != want || err != nil {
+			t.Errorf("%v: %q %v", in, got, err)
+		}
+	}
+	if _, err := signalOf("SIGNAL_UNSPECIFIED"); err == nil {
+		t.Error("an unspecified signal was accepted")
+	}
+}
+
+func TestAccessTokensAreEachSandboxs(t *testing.T) {
+	a, b := AccessToken("wd_x", "d-1"), AccessToken("wd_x", "d-2")
+	if a == b || a == AccessToken("wd_y", "d-1") || a != AccessToken("wd_x", "d-1") {
+		t.Errorf("tokens %q %q: one per sandbox and daemon token, stable", a, b)
+	}
+}

@@ -1,0 +1,201 @@
+package e2b_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/drive/drivetest"
+	"github.com/warmdesk/warmdesk/e2b"
+)
+
+// The control plane and envd's checks, on the real Manager and drive
+// service over the fake driver (the guest's side runs in the e2e test).
+
+const daemonToken = "wd_e2btest"
+
+type harness struct {
+	t   *testing.T
+	srv *httptest.Server
+	f   *drivetest.Desktop
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := drivetest.NewDesktop(t)
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
+	s := e2b.New(ctx, e2b.Config{Desktops: f.Manager, Guest: svc, DaemonToken: func() string { return daemonToken },
+		Templates: map[string]string{"base": "snap"}})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &harness{t: t, srv: srv, f: f}
+}
+
+func (h *harness) do(method, path, body string, header ...string) (int, http.Header, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("X-API-KEY", "e2b_"+daemonToken)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(data)
+}
+
+// wantError checks E2B's error shape: the status, and the same number as
+// the body's code, which is what the SDK reads.
+func wantError(t *testing.T, status int, body string, want int, words string) {
+	t.Helper()
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || status != want || e.Code != want || !strings.Contains(e.Message, words) {
+		t.Errorf("%d %s, want %d with code %d and %q", status, body, want, want, words)
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	h := newHarness(t)
+	st, _, body := h.do("POST", "/v2/sandboxes", `{"templateID":"base","metadata":{"k":"v"},"envVars":{"A":"1"},"timeout":60}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, body)
+	}
+	var sb struct {
+		SandboxID, EnvdVersion, EnvdAccessToken, TemplateID, Alias string
+	}
+	json.Unmarshal([]byte(body), &sb)
+	if sb.EnvdVersion != e2b.EnvdVersion || sb.EnvdAccessToken != e2b.AccessToken(daemonToken, sb.SandboxID) || sb.TemplateID != "snap" || sb.Alias != "base" {
+		t.Errorf("create answered %s", body)
+	}
+	d, err := h.f.Manager.Get(sb.SandboxID)
+	if err != nil || d.Labels["k"] != "v" || d.Env["A"] != "1" || d.ExpiresAt == nil {
+		t.Errorf("the desktop: %+v %v", d, err)
+	}
+
+	st, _, body = h.do("GET", "/sandboxes/"+sb.SandboxID, "")
+	if st != 200 || !strings.Contains(body, `"state":"running"`) || !strings.Contains(body, `"metadata":{"k":"v"}`) {
+		t.Errorf("info: %d %s", st, body)
+	}
+	if st, _, body := h.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", `{"timeout":120}`); st != 204 || body != "" {
+		t.Errorf("timeout: %d %q, want 204 and no body", st, body)
+	}
+	// Paging: the harness's own desktop, then this one.
+	st, hdr, body := h.do("GET", "/v2/sandboxes?limit=1", "")
+	if st != 200 || hdr.Get("X-Next-Token") != sb.SandboxID || strings.Count(body, "sandboxID") != 1 {
+		t.Errorf("first page: %d %q %s", st, hdr.Get("X-Next-Token"), body)
+	}
+	st, hdr, body = h.do("GET", "/v2/sandboxes?limit=1&nextToken="+sb.SandboxID, "")
+	if st != 200 || hdr.Get("X-Next-Token") != "" || !strings.Contains(body, sb.SandboxID) {
+		t.Errorf("last page: %d %q %s", st, hdr.Get("X-Next-Token"), body)
+	}
+	if _, _, body := h.do("GET", "/v2/sandboxes?metadata=k%3Dother", ""); body != "[]\n" {
+		t.Errorf("metadata filter: %s", body)
+	}
+
+	if st, _, body := h.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", ""); st != 204 {
+		t.Fatalf("pause: %d %s", st, body)
+	}
+	st, _, body = h.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", "")
+	wantError(t, st, body, 409, "already paused")
+	if st, _, body := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":30}`); st != 201 || !strings.Contains(body, sb.SandboxID) {
+		t.Errorf("connect to a paused sandbox: %d %s, want 201", st, body)
+	}
+	if st, _, body := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{}`); st != 200 {
+		t.Errorf("connect to a running sandbox: %d %s, want 200", st, body)
+	}
+	if st, _, body := h.do("DELETE", "/sandboxes/"+sb.SandboxID, ""); st != 204 || body != "" {
+		t.Errorf("kill: %d %q", st, body)
+	}
+	st, _, body = h.do("DELETE", "/sandboxes/"+sb.SandboxID, "")
+	wantError(t, st, body, 404, "not found")
+	st, _, body = h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{}`)
+	wantError(t, st, body, 404, "does not exist")
+}
+
+func TestControlPlaneRefusals(t *testing.T) {
+	h := newHarness(t)
+	st, _, body := h.do("GET", "/v2/sandboxes", "", "X-API-KEY", "e2b_wrong")
+	wantError(t, st, body, 401, "X-API-KEY")
+	st, _, body = h.do("POST", "/v2/sandboxes", `{"templateID":"nope"}`)
+	wantError(t, st, body, 404, `template "nope"`)
+	st, _, body = h.do("POST", "/v2/sandboxes", `{"templateID":"base","timeout":0}`)
+	wantError(t, st, body, 400, "timeout 0")
+	st, _, body = h.do("POST", "/v2/sandboxes", `{"templateID":"base","envVars":{"1BAD":"x"}}`)
+	wantError(t, st, body, 400, "not a variable name")
+	st, _, body = h.do("POST", "/v2/sandboxes", `{"templateID":"base","autoPause":true}`)
+	wantError(t, st, body, 400, "autoPause")
+	st, _, body = h.do("POST", "/v2/sandboxes", `{"templateID":`)
+	wantError(t, st, body, 400, "malformed JSON")
+	st, _, body = h.do("POST", "/sandboxes/"+h.f.ID+"/timeout", `{}`)
+	wantError(t, st, body, 400, "timeout is required")
+	st, _, body = h.do("GET", "/templates", "")
+	wantError(t, st, body, 404, "not part of warmdesk's E2B API")
+	if ds := h.f.Manager.List(); len(ds) != 1 {
+		t.Errorf("refused creates left desktops: %d", len(ds))
+	}
+}
+
+func TestEnvdChecksTheSandboxsToken(t *testing.T) {
+	h := newHarness(t)
+	id := h.f.ID
+	rpc := func(sandbox, token string) (int, string) {
+		st, _, body := h.do("POST", "/process.Process/List", `{}`, "E2b-Sandbox-Id", sandbox, "X-Access-Token", token, "X-API-KEY", "")
+		return st, body
+	}
+	if st, body := rpc(id, e2b.AccessToken(daemonToken, id)); st != 200 || body != `{"processes":[]}` {
+		t.Errorf("List: %d %s", st, body)
+	}
+	for name, c := range map[string][2]string{
+		"no token":              {id, ""},
+		"another sandbox's":     {id, e2b.AccessToken(daemonToken, "d-other")},
+		"the daemon's token":    {id, daemonToken},
+		"an older daemon token": {id, e2b.AccessToken("wd_old", id)},
+	} {
+		if st, body := rpc(c[0], c[1]); st != 401 || !strings.Contains(body, `"code":"unauthenticated"`) {
+			t.Errorf("%s: %d %s, want 401 unauthenticated", name, st, body)
+		}
+	}
+	if st, body := rpc("d-gone", e2b.AccessToken(daemonToken, "d-gone")); st != 404 || !strings.Contains(body, "does not exist") {
+		t.Errorf("a sandbox that is gone: %d %s", st, body)
+	}
+	st, _, body := h.do("GET", "/health", "", "E2b-Sandbox-Id", "d-gone", "X-Access-Token", e2b.AccessToken(daemonToken, "d-gone"))
+	if st != http.StatusBadGateway {
+		t.Errorf("health of a sandbox that is gone: %d %s, want 502 (the SDK's 'not running')", st, body)
+	}
+	st, _, _ = h.do("GET", "/health", "", "E2b-Sandbox-Id", id, "X-Access-Token", e2b.AccessToken(daemonToken, id))
+	if st != http.StatusNoContent {
+		t.Errorf("health: %d, want 204", st)
+	}
+	tok := e2b.AccessToken(daemonToken, id)
+	for method, code := range map[string]string{"SendInput": "unimplemented", "Update": "unimplemented", "Nope": "unimplemented"} {
+		st, _, body := h.do("POST", "/process.Process/"+method, `{}`, "E2b-Sandbox-Id", id, "X-Access-Token", tok)
+		if st != 501 || !strings.Contains(body, `"code":"`+code+`"`) {
+			t.Errorf("%s: %d %s", method, st, body)
+		}
+	}
+	st, _, body = h.do("POST", "/process.Process/SendSignal", `{"process":{"pid":4242},"signal":"SIGNAL_SIGKILL"}`, "E2b-Sandbox-Id", id, "X-Access-Token", tok)
+	if st != 404 || !strings.Contains(body, "pid 4242 not found") {
+		t.Errorf("signal to an unknown pid: %d %s", st, body)
+	}
+	st, _, body = h.do("POST", "/filesystem.Filesystem/WatchDir", `{}`, "E2b-Sandbox-Id", id, "X-Access-Token", tok)
+	if st != 501 || !strings.Contains(body, "watching is not built") {
+		t.Errorf("WatchDir: %d %s", st, body)
+	}
+}
