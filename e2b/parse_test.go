@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 )
 
 func TestParseEntries(t *testing.T) {
