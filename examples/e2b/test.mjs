@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { Sandbox, CommandExitError, FileNotFoundError, TimeoutError } from 'e2b'
 import { e2b as computeE2B } from '@computesdk/e2b'
 
-const template = process.env.TEMPLATE || 'base'
+const template = 'base'
 
 // until polls a condition every 100 ms, up to a deadline.
 async function until(what, cond, ms = 20000) {

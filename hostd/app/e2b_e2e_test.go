@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // The E2B example (examples/e2b) runs E2B's own SDKs, `e2b` and
@@ -18,6 +21,26 @@ import (
 // command's output, kill a background command by pid after its client
 // left, move files both ways, time out, pause, connect and kill.
 func TestE2BExample(t *testing.T) {
+	cfg, snap := hostConfig(t, "qemu", "minimal")
+	cfg.E2BTemplates = map[string]string{"base": snap}
+	runE2BExample(t, cfg, "test.mjs", 2)
+}
+
+// The desktop half: @e2b/desktop's own create and every mouse, keyboard
+// and screen call, on the e2b-desktop recipe's snapshot (XFCE at bake).
+func TestE2BDesktopExample(t *testing.T) {
+	baked := testenv.RecipeSnapshot(t, "../../examples/recipes/e2b-desktop.yaml")
+	cfg, _ := hostConfig(t, "qemu", "minimal")
+	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(cfg.Snapshots(), baked.Snapshot.Name)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.E2BTemplates = map[string]string{"desktop": baked.Snapshot.Name}
+	runE2BExample(t, cfg, "desktop.mjs", 1)
+}
+
+// runE2BExample runs one of examples/e2b's node test files against a
+// hostd and wants all its tests to pass.
+func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int) {
 	dir, err := filepath.Abs("../../examples/e2b")
 	if err != nil {
 		t.Fatal(err)
@@ -29,19 +52,16 @@ func TestE2BExample(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "e2b")); err != nil {
 		t.Fatalf("examples/e2b has no e2b SDK (scripts/setup runs npm ci there): %v", err)
 	}
-	cfg, snap := hostConfig(t, "qemu", "minimal")
-	cfg.E2BTemplates = map[string]string{"base": snap}
 	h := openHost(t, cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", "test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", file)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL="+h.srv.URL+"/e2b",
 		"E2B_SANDBOX_URL="+h.srv.URL+"/e2b",
 		"E2B_API_KEY=e2b_"+h.a.Token,
-		"TEMPLATE=base",
 	)
 	cmd.Stderr = testWriter{t}
 	out, err := cmd.StdoutPipe()
@@ -63,8 +83,8 @@ func TestE2BExample(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the E2B example failed: %v", err)
 	}
-	if len(passed) != 2 {
-		t.Errorf("tests passed: %q, want both", passed)
+	if len(passed) != tests {
+		t.Errorf("tests passed: %q, want %d", passed, tests)
 	}
 	if ds, err := h.c.Desktops(ctx); err != nil || len(ds) != 0 {
 		t.Errorf("sandboxes left after the example: %v %v", ds, err)

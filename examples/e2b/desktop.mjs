@@ -1,0 +1,51 @@
+// @e2b/desktop, unmodified, against warmdesk's e2b-desktop snapshot
+// (examples/recipes/e2b-desktop.yaml, mapped to E2B's template "desktop").
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from '@e2b/desktop'
+
+test('the desktop SDK drives the screen, mouse and keyboard', async () => {
+  const t0 = Date.now()
+  const desk = await Sandbox.create()
+  console.log(JSON.stringify({ step: 'create', ms: Date.now() - t0 }))
+  try {
+    const [w, h] = await desk.getScreenSize().then(s => [s.width, s.height])
+    assert.ok(w >= 640 && h >= 480, `screen ${w}x${h}`)
+    const png = await desk.screenshot()
+    assert.deepEqual([...png.subarray(1, 4)].map(c => String.fromCharCode(c)).join(''), 'PNG')
+    assert.equal(png.readUInt32BE(16), w)
+    assert.equal(png.readUInt32BE(20), h)
+
+    await desk.moveMouse(200, 150)
+    assert.deepEqual(await desk.getCursorPosition(), { x: 200, y: 150 })
+    await desk.leftClick(300, 200)
+    assert.deepEqual(await desk.getCursorPosition(), { x: 300, y: 200 })
+    await desk.doubleClick(310, 210)
+    await desk.rightClick(320, 220)
+    await desk.press('esc')
+    await desk.middleClick()
+    await desk.scroll('down', 2)
+    await desk.drag([100, 100], [140, 130])
+    assert.deepEqual(await desk.getCursorPosition(), { x: 140, y: 130 })
+
+    // Typing lands in a focused window: an xterm that writes what it
+    // reads to a file.
+    const term = await desk.commands.run(
+      "xterm -T e2b-typing -e sh -c 'read -r line; printf %s \"$line\" > /tmp/typed.txt' >/dev/null 2>&1",
+      { background: true })
+    let win = ''
+    for (let i = 0; i < 100 && !win; i++) {
+      win = (await desk.commands.run('xdotool search --onlyvisible --name "^e2b-typing$" || true')).stdout.trim()
+      if (!win) await desk.wait(200)
+    }
+    assert.ok(win, 'the xterm never showed')
+    await desk.commands.run(`xdotool windowactivate --sync ${win.split('\n')[0]}`)
+    await desk.write('hello, wörld')
+    await desk.press('enter')
+    await term.wait()
+    assert.equal(await desk.files.read('/tmp/typed.txt'), 'hello, wörld')
+    assert.equal(await desk.getWindowTitle(win.split('\n')[0]).catch(() => 'gone'), 'gone')
+  } finally {
+    await desk.kill()
+  }
+})
