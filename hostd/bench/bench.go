@@ -29,7 +29,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume"}
+var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b"}
 
 // Options configure a run.
 type Options struct {
@@ -44,7 +44,11 @@ type Options struct {
 	// PlaywrightDir holds node_modules/playwright-core, for the action
 	// suite's Playwright connect; absent makes its key null.
 	PlaywrightDir string
-	Suites        []string
+	// E2BSnapshot is the e2b-desktop recipe's snapshot and E2BDir holds
+	// node_modules/@e2b/desktop, for the e2b suite; absent makes its keys
+	// null.
+	E2BSnapshot, E2BDir string
+	Suites              []string
 	// N is the number of samples per create method (cold boots: ColdN).
 	N, ColdN int
 	// K is the number of idle desktops of the density suite.
@@ -236,6 +240,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.networkSuite(ctx)
 		case "volume":
 			err = e.volumeSuite(ctx)
+		case "e2b":
+			err = e.e2bSuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}

@@ -50,7 +50,7 @@ func TestSmokeEverySuite(t *testing.T) {
 			t.Errorf("%s = %v, want a measured positive number", key, v)
 		}
 	}
-	for _, key := range []string{"create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio"} {
+	for _, key := range []string{"create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio", "e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms"} {
 		v, ok := res.Keys[key]
 		if !ok {
 			t.Errorf("%s missing: it must be a number or null with a note", key)
