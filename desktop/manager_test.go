@@ -343,3 +343,70 @@ func TestCreateSetsTheGuestClock(t *testing.T) {
 		t.Errorf("guest clock %s, want the host's time since %s", got, before)
 	}
 }
+
+// SetExpiry moves a desktop's end: past it the sweeper deletes it; beyond
+// the TTL cap, or on a desktop being deleted, it is refused; zero clears it.
+func TestSetExpiry(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SetExpiry(d.ID, time.Now().Add(m.Limits().MaxTTL+time.Hour)); !errors.Is(err, desktop.ErrInvalid) {
+		t.Errorf("beyond the TTL cap: %v, want ErrInvalid", err)
+	}
+	if got, err := m.SetExpiry(d.ID, time.Time{}); err != nil || got.ExpiresAt != nil {
+		t.Errorf("cleared: %v %v", got.ExpiresAt, err)
+	}
+	if _, err := m.SetExpiry("d-none", time.Now()); !errors.Is(err, desktop.ErrNotFound) {
+		t.Errorf("no such desktop: %v", err)
+	}
+	events, stop := m.Subscribe()
+	defer stop()
+	if _, err := m.SetExpiry(d.ID, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Type == desktop.EventDeleted && ev.Desktop.ID == d.ID {
+				return
+			}
+		case <-deadline:
+			t.Fatal("a desktop whose expiry passed was not deleted")
+		}
+	}
+}
+
+// Labels and env are checked at create, kept, and inherited by a fork's
+// copies.
+func TestLabelsAndEnv(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	ctx := context.Background()
+	for name, req := range map[string]desktop.CreateRequest{
+		"env name":    {Snapshot: "golden", Env: map[string]string{"1X": "v"}},
+		"empty label": {Snapshot: "golden", Labels: map[string]string{"": "v"}},
+		"NUL":         {Snapshot: "golden", Labels: map[string]string{"k": "a\x00b"}},
+	} {
+		if _, err := m.Create(ctx, req); !errors.Is(err, desktop.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", Labels: map[string]string{"team": "a b"}, Env: map[string]string{"TOKEN_1": "x=y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies, err := m.Fork(ctx, d.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := copies[0]; c.Labels["team"] != "a b" || c.Env["TOKEN_1"] != "x=y" {
+		t.Errorf("the fork's copy: labels %v env %v", c.Labels, c.Env)
+	}
+}
