@@ -9,6 +9,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/input"
 )
 
 func TestParseEntries(t *testing.T) {
@@ -116,7 +117,15 @@ func TestUserAndPath(t *testing.T) {
 	if _, err := userOf(httptest.NewRequest("GET", "/", nil), "Robert'); DROP"); err == nil {
 		t.Error("a name no account can have was accepted")
 	}
-	a := account{name: "user", home: "/home/user"}
+	a, ok := parsePasswd("user\nx\n1000\n1000\n\n/home/user\n/bin/bash\n")
+	if !ok || a != (account{name: "user", uid: "1000", gid: "1000", home: "/home/user", shell: "/bin/bash"}) {
+		t.Fatalf("passwd entry: %+v %v", a, ok)
+	}
+	for _, bad := range []string{"", "user\nx\n1000\n1000\n\nrelative\n/bin/sh\n", "user\nx\nabc\n1000\n\n/home/u\n/bin/sh\n"} {
+		if _, ok := parsePasswd(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
 	for in, want := range map[string]string{"notes.txt": "/home/user/notes.txt", "~/x/../y": "/home/user/y", "/etc/hosts": "/etc/hosts", "~": "/home/user"} {
 		if got, err := resolvePath(in, a); got != want || err != nil {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
@@ -143,4 +152,63 @@ func TestAccessTokensAreEachSandboxs(t *testing.T) {
 	if a == b || a == AccessToken("wd_y", "d-1") || a != AccessToken("wd_x", "d-1") {
 		t.Errorf("tokens %q %q: one per sandbox and daemon token, stable", a, b)
 	}
+}
+
+func TestParseFastTakesOnlyTheSDKsExactLines(t *testing.T) {
+	bash := func(line string) processConfig {
+		return processConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", line}}
+	}
+	pt := func(x, y int) *input.Point { return &input.Point{X: x, Y: y} }
+	for line, want := range map[string]fastCommand{
+		"scrot --pointer /tmp/screenshot-Ab3dEf6hIj9kLm0p.png": {shotPath: "/tmp/screenshot-Ab3dEf6hIj9kLm0p.png"},
+		"xdotool mousemove --sync 300 200":                     {batch: input.Batch{{Kind: input.KindMove, At: pt(300, 200)}}},
+		"xdotool mousemove 0 7":                                {batch: input.Batch{{Kind: input.KindMove, At: pt(0, 7)}}},
+		"xdotool click 1":                                      {batch: input.Batch{{Kind: input.KindClick, Button: input.ButtonLeft, Count: 1}}},
+		"xdotool click --repeat 2 1":                           {batch: input.Batch{{Kind: input.KindClick, Button: input.ButtonLeft, Count: 2}}},
+		"xdotool click 3":                                      {batch: input.Batch{{Kind: input.KindClick, Button: input.ButtonRight, Count: 1}}},
+		"xdotool click --repeat 3 5":                           {batch: input.Batch{{Kind: input.KindScroll, DY: 3}}},
+		"xdotool click 4":                                      {batch: input.Batch{{Kind: input.KindScroll, DY: -1}}},
+		"xdotool mousedown 2":                                  {batch: input.Batch{{Kind: input.KindMouseDown, Button: input.ButtonMiddle}}},
+		"xdotool mouseup 1":                                    {batch: input.Batch{{Kind: input.KindMouseUp, Button: input.ButtonLeft}}},
+	} {
+		got, ok := parseFast(bash(line))
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %+v %v, want %+v", line, got, ok, want)
+		}
+	}
+	for _, line := range []string{
+		"scrot --pointer /tmp/screenshot-x.png; rm -rf /", "scrot /tmp/screenshot-x.png", "scrot --pointer /home/user/x.png",
+		"xdotool mousemove --sync 300", "xdotool mousemove -5 3", "xdotool mousemove 1 2 3", "xdotool mousemove 01 2",
+		"xdotool click --repeat 4 1", "xdotool click 9", "xdotool click --repeat 0 1", "xdotool  click 1",
+		"xdotool key Return", "xdotool type hello", "xdotool getmouselocation", "xdotool mousedown", "echo hi",
+	} {
+		if got, ok := parseFast(bash(line)); ok {
+			t.Errorf("%q taken as %+v: it must run in the guest", line, got)
+		}
+	}
+	if _, ok := parseFast(processConfig{Cmd: "/bin/sh", Args: []string{"-l", "-c", "xdotool click 1"}}); ok {
+		t.Error("a command not sent as bash -l -c was taken")
+	}
+}
+
+func FuzzParseFast(f *testing.F) {
+	f.Add("xdotool click --repeat 2 1")
+	f.Add("xdotool mousemove --sync 300 200")
+	f.Add("scrot --pointer /tmp/screenshot-abc.png")
+	f.Fuzz(func(t *testing.T, line string) {
+		fc, ok := parseFast(processConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", line}})
+		if !ok {
+			return
+		}
+		if fc.shotPath != "" {
+			return
+		}
+		if len(fc.batch) != 1 {
+			t.Fatalf("%q: %+v", line, fc)
+		}
+		a := fc.batch[0]
+		if a.At != nil && (a.At.X < 0 || a.At.Y < 0) || a.Count > 3 || a.Count < 0 {
+			t.Fatalf("%q: out of range: %+v", line, a)
+		}
+	})
 }

@@ -368,6 +368,16 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, d desktop.
 		st.End(err)
 		return
 	}
+	if fc, ok := parseFast(req.Process); ok && !s.cfg.GuestOnly {
+		ctx := r.Context()
+		if deadline > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, deadline)
+			defer cancel()
+		}
+		s.runFast(ctx, d, fc, st)
+		return
+	}
 	user, err := userOf(r, "")
 	if err != nil {
 		st.End(err)

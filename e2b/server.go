@@ -47,6 +47,9 @@ type Guest interface {
 	Signal(ctx context.Context, id string, pid int, signal string) error
 	ReadFile(ctx context.Context, id, path string) (drive.GuestFile, error)
 	WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error)
+	// For the fast paths: the screen mirror and the input path.
+	LiveScreen(ctx context.Context, id string) (drive.Screen, desktop.Desktop, error)
+	Run(ctx context.Context, id string, req drive.Request) (drive.Outcome, error)
 }
 
 // Config wires a Server.
@@ -63,7 +66,10 @@ type Config struct {
 	// Domain, when set, is returned as each sandbox's domain: the SDK
 	// builds https://PORT-ID.DOMAIN from it (the desktop stream's URL).
 	Domain string
-	Logger *slog.Logger
+	// GuestOnly turns the fast paths off: every command runs in the guest
+	// as sent (the bench compares both).
+	GuestOnly bool
+	Logger    *slog.Logger
 }
 
 // EnvdVersion is the envd version sandboxes report; the SDKs gate
@@ -79,6 +85,7 @@ type Server struct {
 	mux   *http.ServeMux
 	procs *processes
 	users *userCache
+	shots *shotStore
 }
 
 // New builds the routes. ctx bounds the background processes it runs:
@@ -87,7 +94,7 @@ func New(ctx context.Context, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), users: newUserCache()}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), users: newUserCache(), shots: newShotStore()}
 	s.procs = newProcesses(ctx, cfg.Guest, cfg.Logger)
 	go s.forgetDeleted(ctx)
 
@@ -249,6 +256,7 @@ func (s *Server) forgetDeleted(ctx context.Context) {
 			case desktop.EventDeleted, desktop.EventReset:
 				s.procs.forget(ev.Desktop.ID)
 				s.users.forget(ev.Desktop.ID)
+				s.shots.forget(ev.Desktop.ID)
 			}
 		}
 	}

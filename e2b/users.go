@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +43,8 @@ func userOf(r *http.Request, query string) (string, error) {
 	return u, nil
 }
 
-// account is a guest user and its home.
-type account struct{ name, home string }
+// account is a guest user: name, ids, home and login shell.
+type account struct{ name, uid, gid, home, shell string }
 
 // userCache remembers each sandbox's users' homes: one guest round trip
 // per user, not per command.
@@ -65,9 +66,9 @@ func (c *userCache) forget(sandbox string) {
 const homeScript = `u=${1:-` + defaultUser + `}
 if ! ent=$(getent passwd "$u"); then
   [ -z "$1" ] || { echo "no user $u in the sandbox" >&2; exit 2; }
-  u=root; ent=$(getent passwd root)
+  ent=$(getent passwd root)
 fi
-printf '%s\n' "$u" "$(printf '%s' "$ent" | cut -d: -f6)"`
+printf '%s\n' "$ent" | tr : '\n'`
 
 // account resolves the user a call runs as.
 func (s *Server) account(ctx context.Context, sandbox, asked string) (account, error) {
@@ -81,14 +82,13 @@ func (s *Server) account(ctx context.Context, sandbox, asked string) (account, e
 	if err != nil {
 		return account{}, err
 	}
-	lines := strings.Split(strings.TrimRight(string(res.stdout), "\n"), "\n")
 	if res.code == 2 {
 		return account{}, rpcErrorf(CodeInvalidArgument, "user %q does not exist in sandbox %s", asked, sandbox)
 	}
-	if res.code != 0 || len(lines) != 2 || !path.IsAbs(lines[1]) {
+	a, ok = parsePasswd(string(res.stdout))
+	if res.code != 0 || !ok {
 		return account{}, rpcErrorf(CodeInternal, "sandbox %s: could not look up user %q (exit %d: %s)", sandbox, asked, res.code, res.message())
 	}
-	a = account{name: lines[0], home: lines[1]}
 	s.users.mu.Lock()
 	if s.users.m[sandbox] == nil {
 		s.users.m[sandbox] = map[string]account{}
@@ -96,6 +96,21 @@ func (s *Server) account(ctx context.Context, sandbox, asked string) (account, e
 	s.users.m[sandbox][asked] = a
 	s.users.mu.Unlock()
 	return a, nil
+}
+
+// parsePasswd reads a passwd entry's fields, one per line.
+func parsePasswd(out string) (account, bool) {
+	f := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(f) != 7 {
+		return account{}, false
+	}
+	a := account{name: f[0], uid: f[2], gid: f[3], home: f[5], shell: f[6]}
+	_, err1 := strconv.ParseUint(a.uid, 10, 32)
+	_, err2 := strconv.ParseUint(a.gid, 10, 32)
+	if err1 != nil || err2 != nil || !userName.MatchString(a.name) || !path.IsAbs(a.home) {
+		return account{}, false
+	}
+	return a, true
 }
 
 // helperTimeout bounds the small guest commands behind envd's calls.
@@ -167,7 +182,7 @@ func (s *Server) runAs(ctx context.Context, d desktop.Desktop, asked string, cfg
 		env = map[string]string{}
 	}
 	maps.Copy(env, cfg.Envs)
-	env["HOME"], env["USER"], env["LOGNAME"] = a.home, a.name, a.name
+	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = a.home, a.name, a.name, a.shell
 	cwd := a.home
 	if cfg.Cwd != nil && *cfg.Cwd != "" {
 		if cwd, err = resolvePath(*cfg.Cwd, a); err != nil {
@@ -175,22 +190,25 @@ func (s *Server) runAs(ctx context.Context, d desktop.Desktop, asked string, cfg
 		}
 	}
 	req := drive.ExecRequest{Path: cfg.Cmd, Args: cfg.Args, Env: env, Cwd: cwd, MaxOutput: drive.MaxExecOutput}
-	if a.name != "root" {
-		// runuser keeps the environment given (but for HOME, SHELL, USER,
-		// LOGNAME, which it sets to the user's).
-		req.Path, req.Args = "runuser", append([]string{"-u", a.name, "--", cfg.Cmd}, cfg.Args...)
-	}
+	req.Path, req.Args = a.wrap(cfg.Cmd, cfg.Args)
 	if err := req.Check(); err != nil {
 		return drive.ExecRequest{}, rpcErrorf(CodeInvalidArgument, "%v", err)
 	}
 	return req, nil
 }
 
+// wrap runs a program as the account: setpriv(1) changes the ids and
+// nothing else (it is about twice as quick as runuser under TCG, which
+// opens a PAM session); the caller sets HOME and the rest.
+func (a account) wrap(program string, args []string) (string, []string) {
+	if a.uid == "0" {
+		return program, args
+	}
+	return "setpriv", append([]string{"--reuid=" + a.uid, "--regid=" + a.gid, "--init-groups", "--", program}, args...)
+}
+
 // asUser wraps a helper script to run as the account.
 func asUser(a account, script string, args ...string) drive.ExecRequest {
-	argv := append([]string{"-c", script, "sh"}, args...)
-	if a.name == "root" {
-		return drive.ExecRequest{Path: "/bin/sh", Args: argv}
-	}
-	return drive.ExecRequest{Path: "runuser", Args: append([]string{"-u", a.name, "--", "/bin/sh"}, argv...)}
+	p, argv := a.wrap("/bin/sh", append([]string{"-c", script, "sh"}, args...))
+	return drive.ExecRequest{Path: p, Args: argv}
 }

@@ -1,0 +1,219 @@
+package e2b
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/screenshot"
+)
+
+// Fast paths: @e2b/desktop does everything through shell commands in the
+// guest (scrot, then reading the file back; xdotool for the pointer),
+// each a login shell under TCG. The exact command lines it sends for a
+// screenshot and for pointer input are recognised and served by hostd's
+// own screen mirror and input path instead, with the same result for the
+// SDK: the PNG of the screen with its pointer (the guest draws it), the
+// pointer moved and the buttons pressed. Anything else, or anything these
+// cannot do as asked, runs in the guest as sent.
+
+// fastCommand is a recognised command line.
+type fastCommand struct {
+	// shotPath is scrot's output file, for a screenshot.
+	shotPath string
+	// batch is pointer input.
+	batch input.Batch
+}
+
+var (
+	scrotLine = regexp.MustCompile(`^scrot --pointer (/tmp/screenshot-[A-Za-z0-9]{1,64}\.png)$`)
+	// xdotoolButtons maps xdotool's button numbers to ours.
+	xdotoolButtons = map[string]input.Button{"1": input.ButtonLeft, "2": input.ButtonMiddle, "3": input.ButtonRight}
+)
+
+// parseFast recognises the SDK's command lines: `bash -l -c LINE` with
+// LINE exactly one of scrot --pointer FILE; xdotool mousemove [--sync]
+// X Y; xdotool click [--repeat N] B; xdotool mousedown B; xdotool
+// mouseup B.
+func parseFast(cfg processConfig) (fastCommand, bool) {
+	if cfg.Cmd != "/bin/bash" || len(cfg.Args) != 3 || cfg.Args[0] != "-l" || cfg.Args[1] != "-c" {
+		return fastCommand{}, false
+	}
+	line := cfg.Args[2]
+	if m := scrotLine.FindStringSubmatch(line); m != nil {
+		return fastCommand{shotPath: m[1]}, true
+	}
+	f := strings.Split(line, " ")
+	if len(f) < 3 || f[0] != "xdotool" {
+		return fastCommand{}, false
+	}
+	num := func(s string, max int) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 0 && n <= max && strconv.Itoa(n) == s
+	}
+	switch f[1] {
+	case "mousemove":
+		args := f[2:]
+		if len(args) == 3 && args[0] == "--sync" {
+			args = args[1:]
+		}
+		x, okx := num(args[0], 1<<15)
+		if len(args) != 2 || !okx {
+			return fastCommand{}, false
+		}
+		y, oky := num(args[1], 1<<15)
+		if !oky {
+			return fastCommand{}, false
+		}
+		return fastCommand{batch: input.Batch{{Kind: input.KindMove, At: &input.Point{X: x, Y: y}}}}, true
+	case "click":
+		repeat, args := 1, f[2:]
+		if len(args) == 3 && args[0] == "--repeat" {
+			n, ok := num(args[1], 100)
+			if !ok || n < 1 {
+				return fastCommand{}, false
+			}
+			repeat, args = n, args[2:]
+		}
+		if len(args) != 1 {
+			return fastCommand{}, false
+		}
+		switch args[0] {
+		case "4", "5": // the wheel, as xdotool sends it
+			dy := repeat
+			if args[0] == "4" {
+				dy = -repeat
+			}
+			return fastCommand{batch: input.Batch{{Kind: input.KindScroll, DY: dy}}}, true
+		}
+		b, ok := xdotoolButtons[args[0]]
+		if !ok || repeat > 3 {
+			return fastCommand{}, false
+		}
+		return fastCommand{batch: input.Batch{{Kind: input.KindClick, Button: b, Count: repeat}}}, true
+	case "mousedown", "mouseup":
+		b, ok := xdotoolButtons[f[2]]
+		if len(f) != 3 || !ok {
+			return fastCommand{}, false
+		}
+		kind := input.KindMouseDown
+		if f[1] == "mouseup" {
+			kind = input.KindMouseUp
+		}
+		return fastCommand{batch: input.Batch{{Kind: kind, Button: b}}}, true
+	}
+	return fastCommand{}, false
+}
+
+// fastPIDs are the pids fast commands report: above Linux's largest pid,
+// so no guest process ever has one.
+var fastPIDs atomic.Int64
+
+func init() { fastPIDs.Store(1 << 22) }
+
+// runFast serves a recognised command. A refusal (a person in control,
+// a point off the screen) ends it as a failed command would, exit 1 with
+// the reason on stderr.
+func (s *Server) runFast(ctx context.Context, d desktop.Desktop, fc fastCommand, st *stream) {
+	pid := int(fastPIDs.Add(1))
+	if st.Send(eventMessage{Event: processEvent{Start: &startEvent{PID: pid}}}) != nil {
+		return
+	}
+	end := &endEvent{Exited: true, Status: "exit status 0"}
+	if err := s.doFast(ctx, d, fc); err != nil {
+		st.Send(eventMessage{Event: processEvent{Data: &dataEvent{Stderr: []byte(err.Error() + "\n")}}})
+		end = &endEvent{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}
+	}
+	if st.Send(eventMessage{Event: processEvent{End: end}}) == nil {
+		st.End(nil)
+	}
+}
+
+func (s *Server) doFast(ctx context.Context, d desktop.Desktop, fc fastCommand) error {
+	if fc.shotPath != "" {
+		scr, _, err := s.cfg.Guest.LiveScreen(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		shot, err := scr.Capture(ctx, screenshot.Options{Format: screenshot.PNG})
+		if err != nil {
+			return err
+		}
+		s.shots.put(d.ID, fc.shotPath, shot.Data)
+		return nil
+	}
+	out, err := s.cfg.Guest.Run(ctx, d.ID, drive.Request{Batch: fc.batch})
+	if err == nil {
+		err = out.Err
+	}
+	return err
+}
+
+// shotStore holds fast screenshots until the SDK reads and removes them,
+// or shotKeep passes.
+type shotStore struct {
+	mu sync.Mutex
+	m  map[string]map[string]heldShot // sandbox, path
+}
+
+type heldShot struct {
+	png []byte
+	at  time.Time
+}
+
+const (
+	shotKeep    = time.Minute
+	shotsPerSbx = 8
+)
+
+func newShotStore() *shotStore { return &shotStore{m: map[string]map[string]heldShot{}} }
+
+func (ss *shotStore) put(sandbox, path string, png []byte) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	held := ss.m[sandbox]
+	if held == nil {
+		held = map[string]heldShot{}
+		ss.m[sandbox] = held
+	}
+	now := time.Now()
+	for p, h := range held {
+		if now.Sub(h.at) > shotKeep || len(held) >= shotsPerSbx {
+			delete(held, p)
+		}
+	}
+	held[path] = heldShot{png: png, at: now}
+}
+
+// get returns a held screenshot of this path.
+func (ss *shotStore) get(sandbox, path string) ([]byte, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	h, ok := ss.m[sandbox][path]
+	if !ok || time.Since(h.at) > shotKeep {
+		return nil, false
+	}
+	return h.png, true
+}
+
+// remove drops one, saying whether it was held.
+func (ss *shotStore) remove(sandbox, path string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	_, ok := ss.m[sandbox][path]
+	delete(ss.m[sandbox], path)
+	return ok
+}
+
+func (ss *shotStore) forget(sandbox string) {
+	ss.mu.Lock()
+	delete(ss.m, sandbox)
+	ss.mu.Unlock()
+}
