@@ -132,7 +132,7 @@ func (s *Server) filesystemRPC(w http.ResponseWriter, r *http.Request, d desktop
 		writeUnaryError(w, err)
 		return
 	}
-	a, err := s.account(r.Context(), d.ID, user)
+	a, err := s.account(r.Context(), d, user)
 	if err != nil {
 		writeUnaryError(w, rpcOf(err))
 		return
@@ -231,7 +231,7 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, d desktop.Des
 		envdError(w, err)
 		return
 	}
-	a, err := s.account(r.Context(), d.ID, user)
+	a, err := s.account(r.Context(), d, user)
 	if err != nil {
 		envdError(w, err)
 		return
@@ -276,7 +276,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request, d desktop.De
 		envdError(w, err)
 		return
 	}
-	a, err := s.account(r.Context(), d.ID, user)
+	a, err := s.account(r.Context(), d, user)
 	if err != nil {
 		envdError(w, err)
 		return

@@ -46,14 +46,41 @@ func userOf(r *http.Request, query string) (string, error) {
 // account is a guest user: name, ids, home and login shell.
 type account struct{ name, uid, gid, home, shell string }
 
-// userCache remembers each sandbox's users' homes: one guest round trip
-// per user, not per command.
+// userCache remembers each sandbox's users: one guest round trip per
+// user, not per command. The default user comes with the snapshot, so
+// it is also remembered per snapshot: a new sandbox's first command needs
+// no lookup (it is the slowest, its guest not yet warm under TCG).
 type userCache struct {
-	mu sync.Mutex
-	m  map[string]map[string]account // sandbox, asked name ("" default)
+	mu         sync.Mutex
+	m          map[string]map[string]account // sandbox, asked name ("" default)
+	bySnapshot map[string]account            // the default user
 }
 
-func newUserCache() *userCache { return &userCache{m: map[string]map[string]account{}} }
+func newUserCache() *userCache {
+	return &userCache{m: map[string]map[string]account{}, bySnapshot: map[string]account{}}
+}
+
+func (c *userCache) get(d desktop.Desktop, asked string) (account, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.m[d.ID][asked]; ok {
+		return a, true
+	}
+	a, ok := c.bySnapshot[d.Snapshot]
+	return a, ok && asked == ""
+}
+
+func (c *userCache) put(d desktop.Desktop, asked string, a account) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[d.ID] == nil {
+		c.m[d.ID] = map[string]account{}
+	}
+	c.m[d.ID][asked] = a
+	if asked == "" {
+		c.bySnapshot[d.Snapshot] = a
+	}
+}
 
 func (c *userCache) forget(sandbox string) {
 	c.mu.Lock()
@@ -71,13 +98,11 @@ fi
 printf '%s\n' "$ent" | tr : '\n'`
 
 // account resolves the user a call runs as.
-func (s *Server) account(ctx context.Context, sandbox, asked string) (account, error) {
-	s.users.mu.Lock()
-	a, ok := s.users.m[sandbox][asked]
-	s.users.mu.Unlock()
-	if ok {
+func (s *Server) account(ctx context.Context, d desktop.Desktop, asked string) (account, error) {
+	if a, ok := s.users.get(d, asked); ok {
 		return a, nil
 	}
+	sandbox := d.ID
 	res, err := s.run(ctx, sandbox, drive.ExecRequest{Path: "/bin/sh", Args: []string{"-c", homeScript, "sh", asked}})
 	if err != nil {
 		return account{}, err
@@ -85,16 +110,11 @@ func (s *Server) account(ctx context.Context, sandbox, asked string) (account, e
 	if res.code == 2 {
 		return account{}, rpcErrorf(CodeInvalidArgument, "user %q does not exist in sandbox %s", asked, sandbox)
 	}
-	a, ok = parsePasswd(string(res.stdout))
+	a, ok := parsePasswd(string(res.stdout))
 	if res.code != 0 || !ok {
 		return account{}, rpcErrorf(CodeInternal, "sandbox %s: could not look up user %q (exit %d: %s)", sandbox, asked, res.code, res.message())
 	}
-	s.users.mu.Lock()
-	if s.users.m[sandbox] == nil {
-		s.users.m[sandbox] = map[string]account{}
-	}
-	s.users.m[sandbox][asked] = a
-	s.users.mu.Unlock()
+	s.users.put(d, asked, a)
 	return a, nil
 }
 
@@ -173,7 +193,7 @@ func resolvePath(p string, a account) (string, error) {
 // runAs is the exec request of a process config, run as the user with
 // the sandbox's environment under the process's own.
 func (s *Server) runAs(ctx context.Context, d desktop.Desktop, asked string, cfg processConfig) (drive.ExecRequest, error) {
-	a, err := s.account(ctx, d.ID, asked)
+	a, err := s.account(ctx, d, asked)
 	if err != nil {
 		return drive.ExecRequest{}, err
 	}

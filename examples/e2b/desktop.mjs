@@ -45,6 +45,14 @@ test('the desktop SDK drives the screen, mouse and keyboard', async () => {
     await term.wait()
     assert.equal(await desk.files.read('/tmp/typed.txt'), 'hello, wörld')
     assert.equal(await desk.getWindowTitle(win.split('\n')[0]).catch(() => 'gone'), 'gone')
+
+    // The live stream: x11vnc and noVNC in the guest, at the URL the SDK
+    // builds from the domain hostd gives (DOMAIN, hostd serve
+    // --e2b-domain); serving that name is a proxy's job (docs/E2B.md).
+    await desk.stream.start()
+    assert.equal(desk.stream.getUrl(), `https://6080-${desk.sandboxId}.${process.env.DOMAIN}/vnc.html?autoconnect=true&resize=scale`)
+    assert.match((await desk.commands.run('netstat -tln')).stdout, /:6080 /)
+    await desk.stream.stop()
   } finally {
     await desk.kill()
   }

@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
 			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Guest: a.Drive, DaemonToken: daemonToken,
-				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, Logger: log})
+				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Logger: log})
 		}})
 	return a, nil
 }

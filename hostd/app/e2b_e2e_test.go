@@ -35,12 +35,13 @@ func TestE2BDesktopExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.E2BTemplates = map[string]string{"desktop": baked.Snapshot.Name}
-	runE2BExample(t, cfg, "desktop.mjs", 1)
+	cfg.E2BDomain = "desktops.test"
+	runE2BExample(t, cfg, "desktop.mjs", 1, "DOMAIN=desktops.test")
 }
 
 // runE2BExample runs one of examples/e2b's node test files against a
 // hostd and wants all its tests to pass.
-func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int) {
+func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int, env ...string) {
 	dir, err := filepath.Abs("../../examples/e2b")
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int) {
 		"E2B_SANDBOX_URL="+h.srv.URL+"/e2b",
 		"E2B_API_KEY=e2b_"+h.a.Token,
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = testWriter{t}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -29,8 +29,9 @@ var keyOrder = []string{
 	"rec_idle_cpu_pct", "rec_typing_cpu_pct", "rec_typing_frames_per_s", "rec_encode_cpu_s_per_min",
 	"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "pss_per_desktop_mb_libvirt",
 	"budget_mib", "max_desktops_in_budget_cow", "max_desktops_in_budget_full", "max_desktops_in_budget_libvirt",
-	"e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms", "e2b_api_screenshot_p50_ms", "e2b_screenshot_sdk_over_api_ratio",
-	"e2b_sdk_left_click_p50_ms", "e2b_api_click_p50_ms", "e2b_click_sdk_over_api_ratio",
+	"e2b_create_p50_ms", "e2b_api_create_p50_ms", "e2b_create_sdk_over_api_ratio",
+	"e2b_sdk_screenshot_p50_ms", "e2b_sdk_screenshot_guest_p50_ms", "e2b_api_screenshot_p50_ms", "e2b_screenshot_sdk_over_api_ratio", "e2b_screenshot_guest_over_api_ratio",
+	"e2b_sdk_left_click_p50_ms", "e2b_sdk_left_click_guest_p50_ms", "e2b_api_click_p50_ms", "e2b_click_sdk_over_api_ratio", "e2b_click_guest_over_api_ratio",
 	"fork1_total_ms", "fork1_per_copy_ms", "fork3_total_ms", "fork3_per_copy_ms", "fork10_total_ms", "fork10_per_copy_ms",
 }
 
