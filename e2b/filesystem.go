@@ -224,16 +224,24 @@ func envdError(w http.ResponseWriter, err error) {
 	apiError(w, status, "%v", err)
 }
 
+// filesAccount is the user a /files request acts as (?username=, else
+// the default); on error it has answered.
+func (s *Server) filesAccount(w http.ResponseWriter, r *http.Request, d desktop.Desktop) (account, bool) {
+	user, err := userOf(r, r.URL.Query().Get("username"))
+	if err == nil {
+		var a account
+		if a, err = s.account(r.Context(), d, user); err == nil {
+			return a, true
+		}
+	}
+	envdError(w, err)
+	return account{}, false
+}
+
 // readFiles serves GET /files?path=: the file's bytes.
 func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, d desktop.Desktop) {
-	user, err := userOf(r, r.URL.Query().Get("username"))
-	if err != nil {
-		envdError(w, err)
-		return
-	}
-	a, err := s.account(r.Context(), d, user)
-	if err != nil {
-		envdError(w, err)
+	a, ok := s.filesAccount(w, r, d)
+	if !ok {
 		return
 	}
 	p, err := resolvePath(r.URL.Query().Get("path"), a)
@@ -271,14 +279,8 @@ type writtenFile struct {
 // multipart parts whose file names are their paths.
 func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request, d desktop.Desktop) {
 	q := r.URL.Query()
-	user, err := userOf(r, q.Get("username"))
-	if err != nil {
-		envdError(w, err)
-		return
-	}
-	a, err := s.account(r.Context(), d, user)
-	if err != nil {
-		envdError(w, err)
+	a, ok := s.filesAccount(w, r, d)
+	if !ok {
 		return
 	}
 	if r.Header.Get("Content-Encoding") != "" {

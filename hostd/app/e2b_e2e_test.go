@@ -1,10 +1,8 @@
 package app_test
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,10 +44,6 @@ func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int, env .
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed for the E2B example (scripts/setup installs it): %v", err)
-	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "e2b")); err != nil {
 		t.Fatalf("examples/e2b has no e2b SDK (scripts/setup runs npm ci there): %v", err)
 	}
@@ -57,32 +51,19 @@ func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int, env .
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", file)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"E2B_API_URL="+h.srv.URL+"/e2b",
-		"E2B_SANDBOX_URL="+h.srv.URL+"/e2b",
-		"E2B_API_KEY=e2b_"+h.a.Token,
-	)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var passed []string
-	lines := bufio.NewScanner(out)
-	for lines.Scan() {
-		t.Logf("e2b: %s", lines.Text())
-		if name, ok := strings.CutPrefix(lines.Text(), "ok "); ok {
+	err = runNode(ctx, t, dir, append([]string{
+		"E2B_API_URL=" + h.srv.URL + "/e2b",
+		"E2B_SANDBOX_URL=" + h.srv.URL + "/e2b",
+		"E2B_API_KEY=e2b_" + h.a.Token,
+	}, env...), func(line string) {
+		t.Logf("e2b: %s", line)
+		if name, ok := strings.CutPrefix(line, "ok "); ok {
 			_, name, _ = strings.Cut(name, " - ")
 			passed = append(passed, name)
 		}
-	}
-	if err := cmd.Wait(); err != nil {
+	}, "--test", "--test-reporter=tap", file)
+	if err != nil {
 		t.Fatalf("the E2B example failed: %v", err)
 	}
 	if len(passed) != tests {

@@ -40,10 +40,6 @@ func TestPlaywrightExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed for the Playwright example (scripts/setup installs it): %v", err)
-	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
 		t.Fatalf("examples/playwright has no playwright-core (scripts/setup runs npm ci there): %v", err)
 	}
@@ -57,40 +53,28 @@ func TestPlaywrightExample(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "test.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"HOSTD_URL="+h.srv.URL,
-		"HOSTD_TOKEN="+h.a.Token,
-		"APP_URL=http://host:"+strconv.Itoa(portOf(t, app.URL))+"/",
-		"SNAPSHOT="+snap,
-	)
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var passed []string
-	lines := bufio.NewScanner(out)
-	for lines.Scan() {
-		t.Logf("example: %s", lines.Text())
+	err = runNode(ctx, t, dir, []string{
+		"HOSTD_URL=" + h.srv.URL,
+		"HOSTD_TOKEN=" + h.a.Token,
+		"APP_URL=http://host:" + strconv.Itoa(portOf(t, app.URL)) + "/",
+		"SNAPSHOT=" + snap,
+	}, func(line string) {
+		t.Logf("example: %s", line)
 		var r struct {
 			Test      string `json:"test"`
 			OK        bool   `json:"ok"`
 			ConnectMs int    `json:"connect_ms"`
 			ResetMs   int    `json:"reset_ms"`
 		}
-		if json.Unmarshal(lines.Bytes(), &r) == nil && r.OK {
+		if json.Unmarshal([]byte(line), &r) == nil && r.OK {
 			passed = append(passed, r.Test)
 			if len(passed) == 2 && r.ResetMs <= 0 {
-				t.Errorf("the second case reports no reset before it: %s", lines.Text())
+				t.Errorf("the second case reports no reset before it: %s", line)
 			}
 		}
-	}
-	if err := cmd.Wait(); err != nil {
+	}, "test.mjs")
+	if err != nil {
 		t.Fatalf("the Playwright example failed: %v", err)
 	}
 	if strings.Join(passed, ", ") != "greets by name, starts clean" {
@@ -100,6 +84,32 @@ func TestPlaywrightExample(t *testing.T) {
 	if ds, err := h.c.Desktops(ctx); err != nil || len(ds) != 0 {
 		t.Errorf("desktops left after the example: %v %v", ds, err)
 	}
+}
+
+// runNode runs node with args in dir, passing each line it prints to
+// onLine and what it writes on stderr to the test's log.
+func runNode(ctx context.Context, t *testing.T, dir string, env []string, onLine func(string), args ...string) error {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed (scripts/setup installs it): %v", err)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		onLine(lines.Text())
+	}
+	return cmd.Wait()
 }
 
 // testWriter logs what a child writes on stderr.
