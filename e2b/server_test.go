@@ -3,9 +3,14 @@ package e2b_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -198,4 +203,66 @@ func TestEnvdChecksTheSandboxsToken(t *testing.T) {
 	if st != 501 || !strings.Contains(body, "watching is not built") {
 		t.Errorf("WatchDir: %d %s", st, body)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares an answer, its varying parts replaced, with
+// testdata/NAME.golden.
+func golden(t *testing.T, name, got string, replace ...string) {
+	t.Helper()
+	got = strings.NewReplacer(replace...).Replace(got)
+	got = regexp.MustCompile(`"20\d\d-[0-9T:.\-]+Z"`).ReplaceAllString(got, `"TIME"`)
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./e2b -run %s -update writes it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s:\n%s\nwant (testdata/%s.golden):\n%s", name, got, name, want)
+	}
+}
+
+// The answers the SDK parses, whole: what create, connect, info and list
+// return, and the error shapes, as golden files.
+func TestControlPlaneGolden(t *testing.T) {
+	h := newHarness(t)
+	st, hdr, body := h.do("POST", "/v2/sandboxes", `{"templateID":"base","metadata":{"run":"7"},"timeout":120}`)
+	var sb struct{ SandboxID, EnvdAccessToken string }
+	json.Unmarshal([]byte(body), &sb)
+	ids := []string{sb.SandboxID, "SANDBOX", sb.EnvdAccessToken, "ACCESS_TOKEN", h.f.ID, "OTHER"}
+	golden(t, "create", fmt.Sprintf("%d %s\n%s", st, hdr.Get("Content-Type"), body), ids...)
+	_, _, body = h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{}`)
+	golden(t, "connect", body, ids...)
+	_, _, body = h.do("GET", "/sandboxes/"+sb.SandboxID, "")
+	golden(t, "info", body, ids...)
+	_, _, body = h.do("GET", "/v2/sandboxes?metadata=run%3D7", "")
+	golden(t, "list", body, ids...)
+	st, _, body = h.do("GET", "/sandboxes/d-nope", "")
+	golden(t, "error-not-found", fmt.Sprintf("%d %s", st, body), ids...)
+	if st, _, body := h.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", ""); st != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", st, body)
+	}
+	st, _, body = h.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", "")
+	golden(t, "error-paused", fmt.Sprintf("%d %s", st, body), ids...)
+}
+
+// A server stream's bytes, whole: a start, output, the end, the trailer.
+func TestStreamFramesGolden(t *testing.T) {
+	h := newHarness(t)
+	tok := e2b.AccessToken(daemonToken, h.f.ID)
+	// A request that is not enveloped JSON ends at once, in the trailer.
+	st, hdr, body := h.do("POST", "/process.Process/Start", `{"process":{"cmd":"true"}}`, "E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok)
+	golden(t, "stream-refused", fmt.Sprintf("%d %s\n%q", st, hdr.Get("Content-Type"), body))
+	frame := func(msg string) string {
+		return string([]byte{0, 0, 0, byte(len(msg) >> 8), byte(len(msg))}) + msg
+	}
+	st, _, body = h.do("POST", "/process.Process/Start", frame(`{"process":{"cmd":"/bin/true"},"pty":{"size":{"cols":80,"rows":24}}}`),
+		"E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok, "Content-Type", "application/connect+json")
+	golden(t, "stream-pty", fmt.Sprintf("%d\n%q", st, body))
 }

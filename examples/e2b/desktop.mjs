@@ -4,13 +4,25 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox } from '@e2b/desktop'
 
+// warmdesk's own API on the same host, to hold the SDK's answers against:
+// the E2B key is e2b_ and hostd's token, its URL hostd's /e2b.
+const hostd = process.env.E2B_API_URL.replace(/\/e2b$/, '')
+const auth = { Authorization: 'Bearer ' + process.env.E2B_API_KEY.replace(/^e2b_/, '') }
+async function own(path, body) {
+  const res = await fetch(hostd + path, body === undefined ? { headers: auth }
+    : { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify(body) })
+  assert.ok(res.ok, `${path}: ${res.status}`)
+  return res.json()
+}
+
 test('the desktop SDK drives the screen, mouse and keyboard', async () => {
   const t0 = Date.now()
   const desk = await Sandbox.create()
   console.log(JSON.stringify({ step: 'create', ms: Date.now() - t0 }))
   try {
     const [w, h] = await desk.getScreenSize().then(s => [s.width, s.height])
-    assert.ok(w >= 640 && h >= 480, `screen ${w}x${h}`)
+    const view = await own(`/v1/desktops/${desk.sandboxId}`)
+    assert.deepEqual({ width: w, height: h }, view.screen)
     const png = Buffer.from(await desk.screenshot())
     assert.equal(png.subarray(1, 4).toString(), 'PNG')
     assert.equal(png.readUInt32BE(16), w)
@@ -18,6 +30,8 @@ test('the desktop SDK drives the screen, mouse and keyboard', async () => {
 
     await desk.moveMouse(200, 150)
     assert.deepEqual(await desk.getCursorPosition(), { x: 200, y: 150 })
+    const where = await own(`/v1/desktops/${desk.sandboxId}/actions`, { actions: [{ action: 'cursor_position' }] })
+    assert.deepEqual(where.results[0].cursor, { x: 200, y: 150 })
     await desk.leftClick(300, 200)
     assert.deepEqual(await desk.getCursorPosition(), { x: 300, y: 200 })
     await desk.doubleClick(310, 210)
