@@ -410,3 +410,28 @@ func TestLabelsAndEnv(t *testing.T) {
 		t.Errorf("the fork's copy: labels %v env %v", c.Labels, c.Env)
 	}
 }
+
+// A clone gets its own hostname and machine-id, written through the guest
+// agent before its guest counts as ready.
+func TestCreateGivesTheCloneItsIdentity(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach, _, err := m.Machine(ctx, d.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := mach.(*desktoptest.FakeMachine)
+	for path, want := range map[string]string{"/etc/hostname": d.ID + "\n", "/proc/sys/kernel/hostname": d.ID + "\n"} {
+		if got, ok := fm.File(path); !ok || got != want {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
+	if id, ok := fm.File("/etc/machine-id"); !ok || len(id) != 33 {
+		t.Errorf("/etc/machine-id: %q, want 32 hex digits and a newline", id)
+	}
+}

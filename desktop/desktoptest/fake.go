@@ -4,6 +4,7 @@ package desktoptest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -222,6 +223,10 @@ type FakeMachine struct {
 	// lastExit the exit code of the last ("exit N" exits N, any other 0).
 	shells   []string
 	lastExit int
+	// files are what guest-file-write wrote, by path; open is the path of
+	// the handle open for writing (the fake has one at a time).
+	files map[string]string
+	open  string
 	// clock is the time the guest's clock was last set to.
 	clock time.Time
 	// busySince, when set, makes the guest's CPUs busy from then on.
@@ -236,6 +241,14 @@ func (m *FakeMachine) Clock() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.clock
+}
+
+// File is what the agent last wrote to a guest file, and whether it did.
+func (m *FakeMachine) File(path string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.files[path]
+	return c, ok
 }
 
 // Shells returns the scripts run with sh -c through the machine's agent.
@@ -523,7 +536,7 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 		reply = map[string]any{}
 	case "guest-info":
 		var cmds []map[string]any
-		for _, c := range []string{"guest-ping", "guest-info", "guest-set-time", "guest-exec", "guest-exec-status", "guest-file-close", "guest-file-flush"} {
+		for _, c := range []string{"guest-ping", "guest-info", "guest-set-time", "guest-exec", "guest-exec-status", "guest-file-open", "guest-file-write", "guest-file-close", "guest-file-flush"} {
 			cmds = append(cmds, map[string]any{"name": c, "enabled": true})
 		}
 		reply = map[string]any{"version": "fake", "supported_commands": cmds}
@@ -533,6 +546,31 @@ func (a fakeAgent) Call(ctx context.Context, command string, args, result any) e
 	case "guest-exec-status":
 		a.m.mu.Lock()
 		reply = map[string]any{"exited": true, "exitcode": a.m.lastExit, "out-data": ""}
+		a.m.mu.Unlock()
+	case "guest-file-open", "guest-file-write":
+		var req struct {
+			Path string `json:"path"`
+			Mode string `json:"mode"`
+			Buf  string `json:"buf-b64"`
+		}
+		b, _ := json.Marshal(args)
+		json.Unmarshal(b, &req)
+		a.m.mu.Lock()
+		if command == "guest-file-open" {
+			a.m.open = req.Path
+			reply = 1
+		} else {
+			data, err := base64.StdEncoding.DecodeString(req.Buf)
+			if err != nil || a.m.open == "" {
+				a.m.mu.Unlock()
+				return fmt.Errorf("fake guest agent: guest-file-write: no open file or bad base64 (%v)", err)
+			}
+			if a.m.files == nil {
+				a.m.files = map[string]string{}
+			}
+			a.m.files[a.m.open] = string(data)
+			reply = map[string]int{"count": len(data)}
+		}
 		a.m.mu.Unlock()
 	default:
 		return fmt.Errorf("fake guest agent: %s not supported", command)
