@@ -55,6 +55,9 @@ type CreateDesktop struct {
 	// Clock, when set, is the guest's wall-clock time (RFC 3339) when the
 	// create returns; the guest's clock runs on from it.
 	Clock *time.Time `json:"clock,omitempty"`
+	// Labels are the caller's own key-value pairs, kept with the desktop
+	// (E2B's metadata are these).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Reset asks for a desktop to go back to its snapshot.
@@ -66,23 +69,24 @@ type Reset struct {
 
 // Desktop is a desktop as the API shows it.
 type Desktop struct {
-	ID         string           `json:"id"`
-	Name       string           `json:"name"`
-	Snapshot   string           `json:"snapshot"`
-	State      string           `json:"state"`
-	Reason     string           `json:"reason,omitempty"`
-	CPUs       int              `json:"cpus"`
-	MemoryMiB  int              `json:"memory_mib"`
-	DiskMiB    int              `json:"disk_mib,omitempty"`
-	Network    netpolicy.Policy `json:"network"`
-	CreatedAt  time.Time        `json:"created_at"`
-	LastUsedAt time.Time        `json:"last_used_at"`
-	ExpiresAt  *time.Time       `json:"expires_at,omitempty"`
-	ForkOf     string           `json:"fork_of,omitempty"`
-	Control    Control          `json:"control"`
-	Screen     *Screen          `json:"screen,omitempty"`
-	Driver     string           `json:"driver"`
-	URLs       URLs             `json:"urls"`
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Snapshot   string            `json:"snapshot"`
+	State      string            `json:"state"`
+	Reason     string            `json:"reason,omitempty"`
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int               `json:"memory_mib"`
+	DiskMiB    int               `json:"disk_mib,omitempty"`
+	Network    netpolicy.Policy  `json:"network"`
+	CreatedAt  time.Time         `json:"created_at"`
+	LastUsedAt time.Time         `json:"last_used_at"`
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	ForkOf     string            `json:"fork_of,omitempty"`
+	Control    Control           `json:"control"`
+	Screen     *Screen           `json:"screen,omitempty"`
+	Driver     string            `json:"driver"`
+	URLs       URLs              `json:"urls"`
 	// Setup is how the snapshot's on_create commands went in this
 	// desktop, when its snapshot has any.
 	Setup *Setup `json:"setup,omitempty"`

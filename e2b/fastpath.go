@@ -128,6 +128,7 @@ func (s *Server) runFast(ctx context.Context, d desktop.Desktop, fc fastCommand,
 	}
 	end := &endEvent{Exited: true, Status: "exit status 0"}
 	if err := s.doFast(ctx, d, fc); err != nil {
+		s.log.Debug("e2b fast path refused", "sandbox", d.ID, "err", err)
 		st.Send(eventMessage{Event: processEvent{Data: &dataEvent{Stderr: []byte(err.Error() + "\n")}}})
 		end = &endEvent{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}
 	}

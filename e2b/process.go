@@ -187,6 +187,7 @@ func (ps *processes) start(sandbox string, cfg processConfig, tag string, req dr
 		}
 		pid := p.pid
 		p.mu.Unlock()
+		ps.log.Debug("envd process ended", "sandbox", sandbox, "pid", pid, "cmd", cfg.Cmd, "err", err)
 		select {
 		case <-p.started:
 		default:

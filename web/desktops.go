@@ -51,7 +51,7 @@ func decodeJSON(c *gin.Context, v any) bool {
 func (s *Server) view(d desktop.Desktop) api.Desktop {
 	base := "/v1/desktops/" + d.ID
 	v := api.Desktop{
-		ID: d.ID, Name: d.Name, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
+		ID: d.ID, Name: d.Name, Labels: d.Labels, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
 		CPUs: d.Resources.CPUs, MemoryMiB: d.Resources.MemoryMiB, DiskMiB: d.Resources.DiskMiB,
 		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
 		ForkOf: d.ForkOf, Driver: d.Driver,
@@ -96,7 +96,7 @@ func (s *Server) createDesktop(c *gin.Context) {
 	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
 		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Volumes: mounts(req.Volumes),
-		Clock: req.Clock,
+		Clock: req.Clock, Labels: req.Labels,
 	})
 	if err != nil {
 		fail(c, err)
