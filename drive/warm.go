@@ -21,8 +21,7 @@ import (
 // Playwright's connectOverCDP took 1.4 s right after a create, 0.8 s on a
 // guest left idle for seconds, and 0.2 s when it had connected once
 // before. So the pool sets the guest's clock (which also takes the guest
-// agent's path once), runs a login shell through it, and, in a browser
-// desktop, does what a DevTools
+// agent's path once) and, in a browser desktop, does what a DevTools
 // client does first: discovery,
 // the browser's socket, attaching to each page and enabling the domains
 // Playwright enables. Nothing of it stays: the session detaches and
@@ -31,11 +30,6 @@ import (
 func WarmPooled(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error {
 	if err := desktop.SetTime(ctx, m.Agent(), time.Now()); err != nil {
 		return err
-	}
-	// The first command a client runs (exec, or E2B's, each a login shell)
-	// took twice as long as the next ones.
-	if _, err := desktop.Exec(ctx, m.Agent(), desktop.ExecRequest{Path: "/bin/bash", Args: []string{"-l", "-c", "true"}, Timeout: 30 * time.Second}); err != nil {
-		return fmt.Errorf("warm the exec path: %w", err)
 	}
 	if s.Manifest.Image.Flavor != ChromiumFlavor {
 		return nil
