@@ -373,41 +373,66 @@ func (lq listQuery) match(d desktop.Desktop, alias string) bool {
 	return true
 }
 
-// listSandboxes pages through the host's desktops, oldest first; the
-// next page's token is the id it starts at.
+// listSandboxes pages through the host's desktops, oldest first. The
+// next page's token is the last listed desktop's creation time and id:
+// the page after it starts past that place, even if it was deleted.
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r.URL.Query())
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "list sandboxes: %v", err)
 		return
 	}
+	after, err := parsePageToken(lq.next)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "list sandboxes: %v", err)
+		return
+	}
 	all := s.cfg.Desktops.List()
 	slices.SortFunc(all, func(a, b desktop.Desktop) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
+		return comparePlace(pageToken{a.CreatedAt, a.ID}, pageToken{b.CreatedAt, b.ID})
 	})
 	out := []sandboxInfo{}
-	started := lq.next == ""
 	for _, d := range all {
-		if d.State == desktop.StateStopping || d.State == desktop.StateDeleted {
+		if d.State == desktop.StateStopping || d.State == desktop.StateDeleted || after != nil && comparePlace(pageToken{d.CreatedAt, d.ID}, *after) <= 0 {
 			continue
-		}
-		if !started {
-			if d.ID != lq.next {
-				continue
-			}
-			started = true
 		}
 		if !lq.match(d, s.aliasOf(d.Snapshot)) {
 			continue
 		}
 		if len(out) == lq.limit {
-			w.Header().Set("X-Next-Token", d.ID)
+			last := out[len(out)-1]
+			w.Header().Set("X-Next-Token", pageToken{last.StartedAt, last.SandboxID}.String())
 			break
 		}
 		out = append(out, s.infoOf(d))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pageToken is a place in the list: a creation time and an id.
+type pageToken struct {
+	at time.Time
+	id string
+}
+
+func (p pageToken) String() string { return strconv.FormatInt(p.at.UnixNano(), 10) + "_" + p.id }
+
+func comparePlace(a, b pageToken) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// parsePageToken reads a nextToken; "" is the first page (nil).
+func parsePageToken(v string) (*pageToken, error) {
+	if v == "" {
+		return nil, nil
+	}
+	ns, id, ok := strings.Cut(v, "_")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, fmt.Errorf("nextToken %q: not a token this list gave", v)
+	}
+	return &pageToken{time.Unix(0, n), id}, nil
 }

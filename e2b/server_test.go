@@ -103,13 +103,23 @@ func TestControlPlane(t *testing.T) {
 	}
 	// Paging: the harness's own desktop, then this one.
 	st, hdr, body := h.do("GET", "/v2/sandboxes?limit=1", "")
-	if st != 200 || hdr.Get("X-Next-Token") != sb.SandboxID || strings.Count(body, "sandboxID") != 1 {
-		t.Errorf("first page: %d %q %s", st, hdr.Get("X-Next-Token"), body)
+	next := hdr.Get("X-Next-Token")
+	if st != 200 || next == "" || !strings.Contains(body, h.f.ID) || strings.Count(body, "sandboxID") != 1 {
+		t.Errorf("first page: %d %q %s", st, next, body)
 	}
-	st, hdr, body = h.do("GET", "/v2/sandboxes?limit=1&nextToken="+sb.SandboxID, "")
+	st, hdr, body = h.do("GET", "/v2/sandboxes?limit=1&nextToken="+next, "")
 	if st != 200 || hdr.Get("X-Next-Token") != "" || !strings.Contains(body, sb.SandboxID) {
 		t.Errorf("last page: %d %q %s", st, hdr.Get("X-Next-Token"), body)
 	}
+	// A page's place holds when the desktop it ended at is gone.
+	if err := h.f.Manager.Delete(context.Background(), h.f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, body := h.do("GET", "/v2/sandboxes?limit=1&nextToken="+next, ""); !strings.Contains(body, sb.SandboxID) {
+		t.Errorf("the page after a deleted desktop: %s", body)
+	}
+	st, _, body = h.do("GET", "/v2/sandboxes?nextToken=d-1", "")
+	wantError(t, st, body, 400, "nextToken")
 	if _, _, body := h.do("GET", "/v2/sandboxes?metadata=k%3Dother", ""); body != "[]\n" {
 		t.Errorf("metadata filter: %s", body)
 	}
