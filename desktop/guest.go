@@ -228,8 +228,7 @@ func SetTime(ctx context.Context, a GuestAgent, now time.Time) error {
 // Every clone of a snapshot starts with the template's clock and identity
 // (the Manager sets the clock first, with SetTime); vmgenid already
 // reseeded its RNG. The files are written through the guest agent, the
-// running hostname through /proc: no process runs, which under TCG in a
-// guest just restored took about half a second more (a shell, hostname(1)).
+// running hostname through /proc, so no process runs in the guest for it.
 func SetIdentity(ctx context.Context, a GuestAgent, hostname, machineID string) error {
 	for _, f := range []struct{ path, content string }{
 		{"/etc/hostname", hostname + "\n"},

@@ -919,8 +919,9 @@ func (m *Manager) SetExpiry(id string, at time.Time) (Desktop, error) {
 	if err := m.store.PutDesktop(d); err != nil {
 		return Desktop{}, fmt.Errorf("record expiry: %w", err)
 	}
+	// No event: the state did not change (a desktop.state event would
+	// read as one in a recording's action log).
 	m.kickTTL()
-	m.publish(EventState, d)
 	return d, nil
 }
 
