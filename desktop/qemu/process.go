@@ -31,9 +31,10 @@ type process struct {
 	// closes; what it returns leads the exit reason.
 	onExit func() string
 
-	done   chan struct{}
-	mu     sync.Mutex
-	reason string
+	done    chan struct{}
+	mu      sync.Mutex
+	reason  string
+	crashed bool
 }
 
 // spawnProcess starts QEMU detached from hostd's session, so it outlives a
@@ -59,7 +60,7 @@ func spawnProcess(binary string, argv []string, extra []*os.File, logPath string
 	p.startTime, _ = procStartTime(p.pid)
 	go func() {
 		err := cmd.Wait()
-		p.finish(describeExit(err))
+		p.finish(describeExit(err), crashedBy(err))
 	}()
 	return p, nil
 }
@@ -90,12 +91,12 @@ func attachProcess(pid int, startTime uint64, runDir, logPath string, onExit fun
 				break
 			}
 		}
-		p.finish("exited while hostd was not its parent (exit status unknown)")
+		p.finish("exited while hostd was not its parent (exit status unknown)", false)
 	}()
 	return p, nil
 }
 
-func (p *process) finish(reason string) {
+func (p *process) finish(reason string, crashed bool) {
 	if p.onExit != nil {
 		if note := p.onExit(); note != "" {
 			reason = note + " (" + reason + ")"
@@ -106,8 +107,18 @@ func (p *process) finish(reason string) {
 		reason += "; last lines of its log:\n" + tail
 	}
 	p.reason = reason
+	p.crashed = crashed
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// Crashed reports, once done is closed, whether QEMU died of a fault of its
+// own (a signal such as SIGSEGV that nobody sends it on purpose), as opposed
+// to an exit, a quit or a kill.
+func (p *process) Crashed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.crashed
 }
 
 // Reason says why the process ended, once done is closed.
@@ -158,6 +169,23 @@ func describeExit(err error) string {
 	default:
 		return "ended: " + err.Error()
 	}
+}
+
+// crashedBy reports whether a Wait error says the process died of a fault.
+func crashedBy(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	switch ws.Signal() {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGABRT, syscall.SIGILL, syscall.SIGFPE:
+		return true
+	}
+	return false
 }
 
 // procStartTime reads field 22 of /proc/PID/stat.
