@@ -43,6 +43,7 @@ type Lifecycle interface {
 
 // Guest is what it needs of the drive service.
 type Guest interface {
+	Exec(ctx context.Context, id string, req drive.ExecRequest) (drive.ExecResult, error)
 	ExecStream(ctx context.Context, id string, req drive.ExecRequest, out func(stream string, data []byte)) (drive.ExecResult, error)
 	Signal(ctx context.Context, id string, pid int, signal string) error
 	ReadFile(ctx context.Context, id, path string) (drive.GuestFile, error)

@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"maps"
@@ -147,29 +146,28 @@ func (h helperResult) message() string {
 	return strings.TrimSpace(string(h.stderr))
 }
 
-// run runs a helper in the guest and waits for it.
+// run runs a helper in the guest and waits for it. It captures the
+// output in the agent's exec rather than streaming it through files: a
+// helper's output is small and wanted whole, and streaming costs a file
+// open, read and close per stream in the guest.
 func (s *Server) run(ctx context.Context, sandbox string, req drive.ExecRequest) (helperResult, error) {
-	var out, errOut bytes.Buffer
-	var mu sync.Mutex
 	if req.Timeout == 0 {
 		req.Timeout = helperTimeout
 	}
-	res, err := s.cfg.Guest.ExecStream(ctx, sandbox, req, func(stream string, data []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if stream == "stderr" {
-			errOut.Write(data)
-		} else {
-			out.Write(data)
-		}
-	})
+	if req.MaxOutput == 0 {
+		req.MaxOutput = drive.MaxExecOutput
+	}
+	res, err := s.cfg.Guest.Exec(ctx, sandbox, req)
 	if err != nil {
 		return helperResult{}, err
 	}
 	if res.TimedOut {
 		return helperResult{}, rpcErrorf(CodeDeadlineExceeded, "sandbox %s: %s did not finish within %s", sandbox, req.Path, req.Timeout)
 	}
-	return helperResult{stdout: out.Bytes(), stderr: errOut.Bytes(), code: res.ExitCode}, nil
+	if res.StdoutTruncated {
+		return helperResult{}, rpcErrorf(CodeResourceExhausted, "sandbox %s: %s wrote more than %d bytes: ask for less (a shallower listing)", sandbox, req.Path, req.MaxOutput)
+	}
+	return helperResult{stdout: res.Stdout, stderr: res.Stderr, code: res.ExitCode}, nil
 }
 
 // resolvePath makes a path absolute against the user's home, as envd
