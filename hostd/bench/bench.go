@@ -29,7 +29,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b"}
+var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b", "peers"}
 
 // Options configure a run.
 type Options struct {
@@ -242,6 +242,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.volumeSuite(ctx)
 		case "e2b":
 			err = e.e2bSuite(ctx)
+		case "peers":
+			err = e.peersSuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}

@@ -50,7 +50,7 @@ func TestSmokeEverySuite(t *testing.T) {
 			t.Errorf("%s = %v, want a measured positive number", key, v)
 		}
 	}
-	for _, key := range []string{"create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio", "e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms"} {
+	for _, key := range []string{"create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio", "e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms", "peers_click_xdotool_p50_ms", "peers_step_ratio"} {
 		v, ok := res.Keys[key]
 		if !ok {
 			t.Errorf("%s missing: it must be a number or null with a note", key)
@@ -79,6 +79,44 @@ func TestSmokeEverySuite(t *testing.T) {
 	// so its fork templates are checked by the Manager's own tests).
 	if entries, _ := os.ReadDir(state); len(entries) != 0 {
 		t.Errorf("left in the state directory: %v", entries)
+	}
+}
+
+// TestPeersSuite runs the peers suite on the e2b-desktop recipe's snapshot
+// (built and baked once, cached by its hash; hostd/app's E2B test shares
+// it): every key a number, warmdesk's own calls and the peers' approach
+// both measured.
+func TestPeersSuite(t *testing.T) {
+	baked := testenv.RecipeSnapshot(t, "../../examples/recipes/e2b-desktop.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{
+		Paths:        config.Paths{StateDir: testenv.DataDir(t), CacheDir: testenv.CacheDir(), RunDir: testenv.RunDir(t)},
+		SnapshotsDir: baked.Catalog.Dir(),
+		Snapshot:     baked.Snapshot.Name,
+		E2BSnapshot:  baked.Snapshot.Name,
+		Suites:       []string{"peers"},
+		Log:          testenv.Logger(t),
+		Progress:     &progress,
+	})
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range peersKeys {
+		if v := res.Keys["peers_"+k+"_p50_ms"]; v == nil || *v <= 0 {
+			t.Errorf("peers_%s_p50_ms = %v, want a measured positive number", k, v)
+		}
+	}
+	for _, k := range []string{"peers_click_ratio", "peers_shot_changed_ratio", "peers_shot_cached_ratio", "peers_step_ratio"} {
+		if v := res.Keys[k]; v == nil || *v <= 0 {
+			t.Errorf("%s = %v, want a measured positive ratio", k, v)
+		}
+	}
+	// The demo-style step holds the demo's fixed wait.
+	if v := res.Keys["peers_step_demo_p50_ms"]; v != nil && *v < float64(demoScreenshotDelay.Milliseconds()) {
+		t.Errorf("peers_step_demo_p50_ms = %.0f, under the demo's fixed %s", *v, demoScreenshotDelay)
 	}
 }
 

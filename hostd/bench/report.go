@@ -32,6 +32,9 @@ var keyOrder = []string{
 	"e2b_create_p50_ms", "e2b_api_create_p50_ms", "e2b_create_sdk_over_api_ratio",
 	"e2b_sdk_screenshot_p50_ms", "e2b_sdk_screenshot_guest_p50_ms", "e2b_api_screenshot_p50_ms", "e2b_screenshot_sdk_over_api_ratio", "e2b_screenshot_guest_over_api_ratio",
 	"e2b_sdk_left_click_p50_ms", "e2b_sdk_left_click_guest_p50_ms", "e2b_api_click_p50_ms", "e2b_click_sdk_over_api_ratio", "e2b_click_guest_over_api_ratio",
+	"peers_click_xdotool_p50_ms", "peers_click_api_p50_ms", "peers_click_ratio",
+	"peers_shot_scrot_p50_ms", "peers_shot_api_changed_p50_ms", "peers_shot_api_cached_p50_ms", "peers_shot_changed_ratio", "peers_shot_cached_ratio",
+	"peers_step_demo_p50_ms", "peers_step_api_p50_ms", "peers_step_ratio",
 	"fork1_total_ms", "fork1_per_copy_ms", "fork3_total_ms", "fork3_per_copy_ms", "fork10_total_ms", "fork10_per_copy_ms",
 }
 

@@ -17,7 +17,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.CompareSnapshot, "compare-snapshot", "", "a second snapshot the create suite measures beside --snapshot, alternating (a recipe's against minimal)")
 	fs.StringVar(&o.BrowserSnapshot, "browser-snapshot", "browser", "browser snapshot for click-then-type on Chromium (action suite)")
 	fs.StringVar(&o.PlaywrightDir, "playwright-dir", "examples/playwright", "directory whose node_modules has playwright-core, for the action suite's Playwright connect")
-	fs.StringVar(&o.E2BSnapshot, "e2b-snapshot", "e2b-desktop", "the e2b-desktop recipe's snapshot, for the e2b suite (E2B's @e2b/desktop SDK)")
+	fs.StringVar(&o.E2BSnapshot, "e2b-snapshot", "e2b-desktop", "the e2b-desktop recipe's snapshot, for the e2b suite (E2B's @e2b/desktop SDK) and the peers suite (it has xdotool and scrot)")
 	fs.StringVar(&o.E2BDir, "e2b-dir", "examples/e2b", "directory whose node_modules has @e2b/desktop, for the e2b suite")
 	suites := fs.String("suites", strings.Join(bench.Suites, ","), "suites to run, comma-separated: "+strings.Join(bench.Suites, ", "))
 	fs.IntVar(&o.N, "n", 20, "samples per create method")
