@@ -397,6 +397,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error
 		return Desktop{}, err
 	}
 	defer release()
+	MarkPhase(ctx, "checked")
 	return m.create(ctx, req, snap, createPlan{})
 }
 
@@ -465,6 +466,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
 	Fault(FaultCreateRecorded)
+	MarkPhase(ctx, "recorded")
 	e := &entry{d: d, guestReady: make(chan struct{}), onCreate: onCreate}
 	e.op.Lock()
 	defer e.op.Unlock()
@@ -474,7 +476,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 
 	// The machine belongs to the Manager: a caller that goes away does not
 	// abort a restore half-way.
-	rctx, cancel := context.WithTimeout(m.base, 2*time.Minute)
+	rctx, cancel := context.WithTimeout(carryPhases(m.base, ctx), 2*time.Minute)
 	defer cancel()
 	mach, err := m.drv.Restore(rctx, RestoreSpec{ID: id, Snapshot: snap, DiskMiB: req.DiskMiB, Volumes: plan.disks})
 	if err != nil {
@@ -496,6 +498,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		m.store.DeleteDesktop(id)
 		return Desktop{}, fmt.Errorf("create: record: %w", err)
 	}
+	MarkPhase(ctx, "recorded_running")
 	// Volumes before the guest's clock and identity: the guest agent
 	// runs one command at a time, and setting the clock waits on the RTC
 	// (hwclock), which the create need not wait for.
@@ -512,6 +515,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	}
 	d = e.snapshot()
 	m.publish(EventCreated, d)
+	MarkPhase(ctx, "announced")
 	m.kickTTL()
 	return d, nil
 }

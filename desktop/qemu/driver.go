@@ -376,12 +376,15 @@ func (d *Driver) restoreClone(ctx context.Context, spec desktop.RestoreSpec, fro
 	// Pooled machines have no volumes: a restore whose state holds some
 	// (a fork's copy) spawns its own.
 	if fromPool && len(spec.Volumes) == 0 {
-		m = d.pool.take(spec.Snapshot)
+		if m = d.pool.take(spec.Snapshot); m != nil {
+			desktop.MarkPhase(ctx, "pool_take")
+		}
 	}
 	if m == nil {
 		if m, err = d.spawnClone(ctx, spec.ID, spec.Snapshot, spec.Volumes); err != nil {
 			return nil, false, err
 		}
+		desktop.MarkPhase(ctx, "spawn")
 	}
 	m.mu.Lock()
 	m.rec.DiskMiB = spec.DiskMiB
@@ -393,7 +396,9 @@ func (d *Driver) restoreClone(ctx context.Context, spec desktop.RestoreSpec, fro
 		err = m.restore(ctx, spec.Snapshot.Path(desktop.FileState), true, false)
 	}
 	if err == nil {
-		err = m.armDiskBound(ctx)
+		if err = m.armDiskBound(ctx); err == nil {
+			desktop.MarkPhase(ctx, "disk_bound")
+		}
 	}
 	if err != nil {
 		d.pool.signal()

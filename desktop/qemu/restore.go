@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu/qmp"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
@@ -50,6 +51,7 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared, p
 	if err := qemuvm.PointTablet(ctx, m.qmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	desktop.MarkPhase(ctx, "restore")
 	if paused {
 		return nil
 	}
@@ -63,6 +65,7 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared, p
 			return fmt.Errorf("restore: start guest: %w", err)
 		}
 	}
+	desktop.MarkPhase(ctx, "cont")
 	return nil
 }
 

@@ -33,42 +33,89 @@ func (e *env) timeCreateWith(ctx context.Context, req desktop.CreateRequest) (ti
 }
 
 func timeCreateOn(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirrors, req desktop.CreateRequest) (time.Duration, error) {
+	took, _, err := timeCreatePhases(ctx, mgr, screens, req)
+	return took, err
+}
+
+// timeCreatePhases is timeCreateOn that also says where the time went: the
+// steps the Manager and the driver marked, then the first frame.
+func timeCreatePhases(ctx context.Context, mgr *desktop.Manager, screens *drive.Mirrors, req desktop.CreateRequest) (time.Duration, []desktop.PhaseMark, error) {
 	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
+	phases := desktop.NewPhases()
 	start := time.Now()
-	d, err := mgr.Create(ctx, req)
+	d, err := mgr.Create(desktop.WithPhases(ctx, phases), req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer mgr.Delete(context.WithoutCancel(ctx), d.ID)
 	scr, ok := screens.Get(d.ID)
 	if !ok {
-		return 0, fmt.Errorf("desktop %s has no screen", d.ID)
+		return 0, nil, fmt.Errorf("desktop %s has no screen", d.ID)
 	}
 	if err := waitNonBlank(ctx, scr.Mirror); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return time.Since(start), nil
+	took := time.Since(start)
+	phases.Mark("first_frame")
+	return took, phases.Marks(), nil
+}
+
+// phaseDists gathers each create step's durations over many creates, in
+// the order the steps first came.
+type phaseDists struct {
+	order []string
+	dists map[string]*Dist
+}
+
+func (p *phaseDists) add(marks []desktop.PhaseMark) {
+	if p.dists == nil {
+		p.dists = map[string]*Dist{}
+	}
+	for _, m := range marks {
+		d, ok := p.dists[m.Name]
+		if !ok {
+			d = &Dist{}
+			p.dists[m.Name] = d
+			p.order = append(p.order, m.Name)
+		}
+		d.Add(m.Took)
+	}
+}
+
+// report sets PREFIX_phase_STEP_p50_ms for each step and says them in
+// order.
+func (p *phaseDists) report(e *env, prefix string) {
+	var parts []string
+	for _, name := range p.order {
+		p50 := p.dists[name].Percentile(50)
+		e.res.set(prefix+"_phase_"+name+"_p50_ms", ms(p50))
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", name, ms(p50)))
+	}
+	e.progress("  %s phases (p50 each): %s", prefix, strings.Join(parts, ", "))
 }
 
 func (e *env) createSuite(ctx context.Context) error {
 	n := e.opts.N
 	// A machine the warm pool restored (copy-on-write) and warmed ahead.
 	var pool Dist
+	var poolPhases phaseDists
 	e.drv.Warm(e.snap, 1)
 	for i := 0; i < n; i++ {
 		if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
 			return err
 		}
-		d, err := e.timeCreate(ctx, e.mgr, e.screens)
+		d, marks, err := timeCreatePhases(ctx, e.mgr, e.screens, desktop.CreateRequest{Snapshot: e.snap.Name})
 		if err != nil {
 			return fmt.Errorf("create from the pool: %w", err)
 		}
 		pool.Add(d)
+		poolPhases.add(marks)
 	}
 	e.drv.Warm(e.snap, 0)
 	e.res.dist("create_pool", &pool)
 	e.progress("  warm pool: p50 %s", pool.Percentile(50))
+	poolPhases.report(e, "create_pool")
 
 	if err := e.resetBeside(ctx, n); err != nil {
 		return fmt.Errorf("resets beside creates: %w", err)
@@ -76,15 +123,18 @@ func (e *env) createSuite(ctx context.Context) error {
 
 	// Copy-on-write restore, spawning QEMU on the create.
 	var nopool Dist
+	var nopoolPhases phaseDists
 	for i := 0; i < n; i++ {
-		d, err := e.timeCreate(ctx, e.mgr, e.screens)
+		d, marks, err := timeCreatePhases(ctx, e.mgr, e.screens, desktop.CreateRequest{Snapshot: e.snap.Name})
 		if err != nil {
 			return fmt.Errorf("create without pool: %w", err)
 		}
 		nopool.Add(d)
+		nopoolPhases.add(marks)
 	}
 	e.res.dist("create_nopool", &nopool)
 	e.progress("  no pool: p50 %s", nopool.Percentile(50))
+	nopoolPhases.report(e, "create_nopool")
 
 	// Full-state restore: all RAM in the state file, anonymous memory.
 	full, err := e.fullRestores(ctx, n)
