@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // rfbMachine is a machine whose only working part is its VNC server: a
@@ -94,4 +96,91 @@ func TestWaitFrameEndsWithItsContext(t *testing.T) {
 	if gate := (*Mirrors)(nil).RefillGate(); gate != nil {
 		t.Fatal("a nil Screens must give no refill gate")
 	}
+}
+
+// poolMachine is an rfbMachine that counts its VNC connections and can end.
+type poolMachine struct {
+	rfbMachine
+	dials  atomic.Int32
+	exited chan struct{}
+}
+
+func newPoolMachine() *poolMachine {
+	m := &poolMachine{rfbMachine: rfbMachine{frame: make(chan struct{})}, exited: make(chan struct{})}
+	close(m.frame) // the full frame comes at once
+	return m
+}
+
+func (m *poolMachine) DialVNC(ctx context.Context) (net.Conn, error) {
+	m.dials.Add(1)
+	return m.rfbMachine.DialVNC(ctx)
+}
+
+func (m *poolMachine) Exited() <-chan struct{} { return m.exited }
+
+func (ss *Mirrors) pooledCount() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.pooled)
+}
+
+func TestAPoolMachinesMirrorIsAdoptedPaintedOrEndsWithIt(t *testing.T) {
+	ctx := t.Context()
+	ss := NewMirrors(ctx, slog.New(slog.DiscardHandler))
+	warm := ss.Warmup(nil)
+
+	// Warmed, then taken by a new desktop: the screen is painted at once,
+	// on the connection the warm-up made.
+	taken := newPoolMachine()
+	if err := warm(ctx, taken, desktop.Snapshot{}); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	ss.MachineUp("d-1", taken)
+	s, ok := ss.Get("d-1")
+	if !ok {
+		t.Fatal("no screen for the desktop that took the machine")
+	}
+	select {
+	case <-s.Ready():
+	default:
+		t.Fatal("the adopted screen has no frame")
+	}
+	if n := taken.dials.Load(); n != 1 {
+		t.Errorf("%d VNC connections to the taken machine, want the warm-up's one", n)
+	}
+
+	// A reset's new machine: the desktop keeps its own screen and the
+	// pool machine's mirror ends.
+	next := newPoolMachine()
+	if err := warm(ctx, next, desktop.Snapshot{}); err != nil {
+		t.Fatal(err)
+	}
+	ss.MachineUp("d-1", next)
+	if again, _ := ss.Get("d-1"); again != s {
+		t.Error("a reset replaced the desktop's screen")
+	}
+	if n := ss.pooledCount(); n != 0 {
+		t.Errorf("%d pool mirrors after the reset took its machine, want 0", n)
+	}
+
+	// A pool machine nobody takes: its mirror ends with it.
+	unused := newPoolMachine()
+	if err := warm(ctx, unused, desktop.Snapshot{}); err != nil {
+		t.Fatal(err)
+	}
+	close(unused.exited)
+	if !testenv.Poll(10*time.Second, time.Millisecond, 50*time.Millisecond, func() bool { return ss.pooledCount() == 0 }) {
+		t.Error("the mirror of a pool machine that ended is still kept")
+	}
+
+	// Turned off: the warm-up makes no connection.
+	ss.SetPrewarm(false)
+	off := newPoolMachine()
+	if err := warm(ctx, off, desktop.Snapshot{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := off.dials.Load(); n != 0 || ss.pooledCount() != 0 {
+		t.Errorf("prewarm off: %d connections, %d pool mirrors; want none", n, ss.pooledCount())
+	}
+	ss.Forget("d-1")
 }

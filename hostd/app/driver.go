@@ -23,7 +23,7 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 	case "qemu", "":
 		opts := qemu.Options{
 			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
-			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), Warmup: drive.WarmPooled, Logger: log,
+			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), Warmup: mirrors.Warmup(drive.WarmPooled), Logger: log,
 		}
 		switch c.QEMUUIDs {
 		case "":

@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// hostd serve.
 	e.screens = drive.NewMirrors(context.WithoutCancel(ctx), o.Log)
 	if e.drv, err = qemu.New(ctx, qemu.Options{
-		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Warmup: drive.WarmPooled, Logger: o.Log,
+		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Warmup: e.screens.Warmup(drive.WarmPooled), Logger: o.Log,
 	}); err != nil {
 		return nil, err
 	}

@@ -98,24 +98,48 @@ func (p *phaseDists) report(e *env, prefix string) {
 func (e *env) createSuite(ctx context.Context) error {
 	n := e.opts.N
 	// A machine the warm pool restored (copy-on-write) and warmed ahead.
-	var pool Dist
-	var poolPhases phaseDists
-	e.drv.Warm(e.snap, 1)
-	for i := 0; i < n; i++ {
-		if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
-			return err
+	// Machines the warm pool restored (copy-on-write) and warmed ahead,
+	// with their screen mirrors connected ahead (as hostd serves them) and,
+	// the baseline, without; in alternating blocks.
+	var pool, coldMirror Dist
+	var poolPhases, coldMirrorPhases phaseDists
+	for block := range 4 {
+		prewarm := block%2 == 1
+		if block > 0 {
+			// The refill after the last create was warmed the old way.
+			if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+				return err
+			}
+			e.drv.Warm(e.snap, 0)
 		}
-		d, marks, err := timeCreatePhases(ctx, e.mgr, e.screens, desktop.CreateRequest{Snapshot: e.snap.Name})
-		if err != nil {
-			return fmt.Errorf("create from the pool: %w", err)
+		e.screens.SetPrewarm(prewarm)
+		e.drv.Warm(e.snap, 1)
+		into, phases := &coldMirror, &coldMirrorPhases
+		if prewarm {
+			into, phases = &pool, &poolPhases
 		}
-		pool.Add(d)
-		poolPhases.add(marks)
+		for i := 0; i < max(n/2, 1); i++ {
+			if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
+				return err
+			}
+			d, marks, err := timeCreatePhases(ctx, e.mgr, e.screens, desktop.CreateRequest{Snapshot: e.snap.Name})
+			if err != nil {
+				return fmt.Errorf("create from the pool: %w", err)
+			}
+			into.Add(d)
+			phases.add(marks)
+		}
 	}
 	e.drv.Warm(e.snap, 0)
+	e.screens.SetPrewarm(true)
 	e.res.dist("create_pool", &pool)
-	e.progress("  warm pool: p50 %s", pool.Percentile(50))
+	e.res.dist("create_pool_cold_mirror", &coldMirror)
+	if p := coldMirror.Percentile(50); p > 0 {
+		e.res.set("create_pool_over_cold_mirror_ratio", float64(pool.Percentile(50))/float64(p))
+	}
+	e.progress("  warm pool: p50 %s; with the mirror connected at the create (the baseline) %s", pool.Percentile(50), coldMirror.Percentile(50))
 	poolPhases.report(e, "create_pool")
+	coldMirrorPhases.report(e, "create_pool_cold_mirror")
 
 	if err := e.resetBeside(ctx, n); err != nil {
 		return fmt.Errorf("resets beside creates: %w", err)
