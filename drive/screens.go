@@ -79,8 +79,9 @@ type Mirrors struct {
 	byID map[string]*Mirror
 	// added is closed and replaced whenever a screen joins byID.
 	added chan struct{}
-	// pooled are mirrors of warm-pool machines no desktop has taken yet.
-	pooled map[desktop.Machine]*Mirror
+	// pooled are the painted connections of warm-pool machines no desktop
+	// has taken yet.
+	pooled map[desktop.Machine]*vnc.Painted
 	// noPrewarm turns prewarming off (the bench's baseline).
 	noPrewarm atomic.Bool
 }
@@ -90,16 +91,16 @@ func NewMirrors(base context.Context, log *slog.Logger) *Mirrors {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Mirrors{log: log, base: base, byID: map[string]*Mirror{}, added: make(chan struct{}), pooled: map[desktop.Machine]*Mirror{}}
+	return &Mirrors{log: log, base: base, byID: map[string]*Mirror{}, added: make(chan struct{}), pooled: map[desktop.Machine]*vnc.Painted{}}
 }
 
 // Warmup is the QEMU driver's warm-up for pool machines: next (when set),
-// then a mirror connected to the machine and holding its first frame. The
-// desktop that takes the machine adopts that mirror (MachineUp), so a
-// create from the pool returns to a screen already painted: without it,
-// the mirror's connection and first frame were 85 of a pool create's 88 ms
-// (p50, bench create phases, TCG). A pool machine's mirror ends with the
-// machine when no desktop takes it.
+// then a VNC connection to the machine painted with its whole screen
+// (vnc.Paint), which the desktop that takes the machine hands to its
+// mirror (MachineUp): a create or a reset from the pool returns to a screen
+// already painted. Without it, the mirror's connection and first frame were
+// 77 to 85 ms of an 81 to 88 ms pool create (p50, bench create phases,
+// TCG). The connection of a pool machine nobody takes ends with it.
 func (ss *Mirrors) Warmup(next func(context.Context, desktop.Machine, desktop.Snapshot) error) func(context.Context, desktop.Machine, desktop.Snapshot) error {
 	if ss == nil {
 		return next
@@ -112,68 +113,38 @@ func (ss *Mirrors) Warmup(next func(context.Context, desktop.Machine, desktop.Sn
 		if ss.noPrewarm.Load() {
 			return err
 		}
-		s := ss.prewarm(m)
-		select {
-		case <-s.Ready():
-		case <-ctx.Done():
-			err = errors.Join(err, fmt.Errorf("the pool machine's screen mirror has no frame yet: %w", ctx.Err()))
+		p, perr := vnc.Paint(ctx, vnc.MirrorOptions{Dial: m.DialVNC})
+		if perr != nil {
+			return errors.Join(err, fmt.Errorf("the pool machine's screen: %w", perr))
 		}
+		ss.mu.Lock()
+		ss.pooled[m] = p
+		ss.mu.Unlock()
+		go func() {
+			select {
+			case <-m.Exited():
+			case <-ss.base.Done():
+			}
+			if p := ss.takePooled(m); p != nil {
+				p.Close()
+			}
+		}()
 		return err
 	}
 }
 
-// SetPrewarm turns the pool machines' mirrors on (the default) or off;
-// the bench measures creates both ways.
+// SetPrewarm turns the pool machines' painted connections on (the
+// default) or off; the bench measures creates both ways.
 func (ss *Mirrors) SetPrewarm(on bool) { ss.noPrewarm.Store(!on) }
 
-// prewarm starts a mirror of a pool machine, kept until a desktop adopts
-// it or the machine ends.
-func (ss *Mirrors) prewarm(m desktop.Machine) *Mirror {
-	s := ss.newMirror("", m, ss.log.With("pooled", true))
+// takePooled removes and returns the painted connection of a pool
+// machine, if it has one.
+func (ss *Mirrors) takePooled(m desktop.Machine) *vnc.Painted {
 	ss.mu.Lock()
-	ss.pooled[m] = s
-	ss.mu.Unlock()
-	go func() {
-		select {
-		case <-m.Exited():
-		case <-ss.base.Done():
-		}
-		ss.mu.Lock()
-		orphan := ss.pooled[m] == s
-		if orphan {
-			delete(ss.pooled, m)
-		}
-		ss.mu.Unlock()
-		if orphan {
-			s.stop()
-		}
-	}()
-	return s
-}
-
-// newMirror makes a screen on machine m and starts its mirror.
-func (ss *Mirrors) newMirror(id string, m desktop.Machine, log *slog.Logger) *Mirror {
-	s := &Mirror{ID: id, machine: m}
-	s.Mirror = vnc.NewMirror(vnc.MirrorOptions{Dial: s.Dial, Logger: log})
-	s.Capturer = screenshot.NewCapturer(s.Mirror, screenshot.CaptureConfig{})
-	ctx, cancel := context.WithCancel(ss.base)
-	s.cancel = cancel
-	go func() {
-		if err := s.Mirror.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Warn("screen mirror ended", "err", err)
-		}
-	}()
-	return s
-}
-
-// stop ends a screen's mirror and lets go of its machine.
-func (s *Mirror) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.machine = nil
+	defer ss.mu.Unlock()
+	p := ss.pooled[m]
+	delete(ss.pooled, m)
+	return p
 }
 
 // RefillGate is the QEMU driver's gate for pool refills: the desktop's
@@ -230,42 +201,39 @@ func (ss *Mirrors) WaitFrame(ctx context.Context, id string) error {
 	}
 }
 
-// MachineUp attaches (or reattaches) a desktop's mirror to its machine. A
-// new desktop on a pool machine adopts the machine's mirror.
+// MachineUp attaches (or reattaches) a desktop's mirror to its machine,
+// on the machine's painted connection when the pool made one.
 func (ss *Mirrors) MachineUp(id string, m desktop.Machine) {
+	painted := ss.takePooled(m)
 	ss.mu.Lock()
 	s, ok := ss.byID[id]
-	if ok {
-		ss.mu.Unlock()
-		s.mu.Lock()
-		s.machine = m
-		s.mu.Unlock()
+	if !ok {
+		s = &Mirror{ID: id}
+		s.Mirror = vnc.NewMirror(vnc.MirrorOptions{Dial: s.Dial, Logger: ss.log.With("desktop", id)})
+		s.Capturer = screenshot.NewCapturer(s.Mirror, screenshot.CaptureConfig{})
+		ss.byID[id] = s
+		close(ss.added)
+		ss.added = make(chan struct{})
+	}
+	ss.mu.Unlock()
+	s.mu.Lock()
+	s.machine = m
+	if painted != nil {
+		s.Mirror.Offer(painted)
+	}
+	start := s.cancel == nil
+	if start {
+		ctx, cancel := context.WithCancel(ss.base)
+		s.cancel = cancel
+		go func() {
+			if err := s.Mirror.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				ss.log.Warn("screen mirror ended", "desktop", id, "err", err)
+			}
+		}()
+	}
+	s.mu.Unlock()
+	if !start && painted == nil {
 		s.Mirror.Reconnect()
-		ss.dropPooled(m) // a reset's new machine: the desktop keeps its own mirror
-		return
-	}
-	if s, ok = ss.pooled[m]; ok {
-		delete(ss.pooled, m)
-		s.mu.Lock()
-		s.ID = id
-		s.mu.Unlock()
-	} else {
-		s = ss.newMirror(id, m, ss.log.With("desktop", id))
-	}
-	ss.byID[id] = s
-	close(ss.added)
-	ss.added = make(chan struct{})
-	ss.mu.Unlock()
-}
-
-// dropPooled ends the mirror of a pool machine a desktop took without it.
-func (ss *Mirrors) dropPooled(m desktop.Machine) {
-	ss.mu.Lock()
-	s, ok := ss.pooled[m]
-	delete(ss.pooled, m)
-	ss.mu.Unlock()
-	if ok {
-		s.stop()
 	}
 }
 
@@ -288,7 +256,12 @@ func (ss *Mirrors) Forget(id string) {
 	delete(ss.byID, id)
 	ss.mu.Unlock()
 	if s != nil {
-		s.stop()
+		s.mu.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.machine = nil
+		s.mu.Unlock()
 	}
 }
 

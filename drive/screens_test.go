@@ -21,6 +21,7 @@ import (
 type rfbMachine struct {
 	desktop.Machine // nil: the screen only dials
 	frame           chan struct{}
+	shade           byte // added to every pixel's red
 }
 
 func (m *rfbMachine) DialVNC(ctx context.Context) (net.Conn, error) {
@@ -55,7 +56,7 @@ func (m *rfbMachine) serve(c net.Conn) {
 	fbu = binary.BigEndian.AppendUint16(fbu, 2)
 	fbu = binary.BigEndian.AppendUint32(fbu, 0) // Raw
 	for i := 0; i < 4; i++ {
-		fbu = append(fbu, byte(60*i), 0, 0, 0)
+		fbu = append(fbu, byte(60*i)+m.shade, 0, 0, 0)
 	}
 	c.Write(fbu)
 	io.Copy(io.Discard, c)
@@ -124,13 +125,21 @@ func (ss *Mirrors) pooledCount() int {
 	return len(ss.pooled)
 }
 
-func TestAPoolMachinesMirrorIsAdoptedPaintedOrEndsWithIt(t *testing.T) {
+func TestAPoolMachinesPaintedConnectionServesTheDesktopThatTakesIt(t *testing.T) {
 	ctx := t.Context()
 	ss := NewMirrors(ctx, slog.New(slog.DiscardHandler))
 	warm := ss.Warmup(nil)
+	ready := func(s *Mirror) {
+		t.Helper()
+		select {
+		case <-s.Ready():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the screen has no frame")
+		}
+	}
 
-	// Warmed, then taken by a new desktop: the screen is painted at once,
-	// on the connection the warm-up made.
+	// Warmed, then taken by a new desktop: its screen is painted on the
+	// connection the warm-up made.
 	taken := newPoolMachine()
 	if err := warm(ctx, taken, desktop.Snapshot{}); err != nil {
 		t.Fatalf("warm-up: %v", err)
@@ -140,18 +149,15 @@ func TestAPoolMachinesMirrorIsAdoptedPaintedOrEndsWithIt(t *testing.T) {
 	if !ok {
 		t.Fatal("no screen for the desktop that took the machine")
 	}
-	select {
-	case <-s.Ready():
-	default:
-		t.Fatal("the adopted screen has no frame")
-	}
+	ready(s)
 	if n := taken.dials.Load(); n != 1 {
 		t.Errorf("%d VNC connections to the taken machine, want the warm-up's one", n)
 	}
 
-	// A reset's new machine: the desktop keeps its own screen and the
-	// pool machine's mirror ends.
+	// A reset's new machine: the desktop keeps its screen, which goes on
+	// on the new machine's painted connection.
 	next := newPoolMachine()
+	next.shade = 1
 	if err := warm(ctx, next, desktop.Snapshot{}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +165,27 @@ func TestAPoolMachinesMirrorIsAdoptedPaintedOrEndsWithIt(t *testing.T) {
 	if again, _ := ss.Get("d-1"); again != s {
 		t.Error("a reset replaced the desktop's screen")
 	}
+	if !testenv.Poll(10*time.Second, time.Millisecond, 50*time.Millisecond, func() bool {
+		img, _ := s.Mirror.Frame(nil)
+		return img != nil && int(img.Pix[0])+int(img.Pix[1])+int(img.Pix[2]) == 1 // the first pixel, shade 1
+	}) {
+		t.Fatal("the screen does not show the reset's machine")
+	}
+	if n := next.dials.Load(); n != 1 {
+		t.Errorf("%d VNC connections to the reset's machine, want the warm-up's one", n)
+	}
 	if n := ss.pooledCount(); n != 0 {
-		t.Errorf("%d pool mirrors after the reset took its machine, want 0", n)
+		t.Errorf("%d painted connections kept after their machines were taken, want 0", n)
 	}
 
-	// A pool machine nobody takes: its mirror ends with it.
+	// A pool machine nobody takes: its connection ends with it.
 	unused := newPoolMachine()
 	if err := warm(ctx, unused, desktop.Snapshot{}); err != nil {
 		t.Fatal(err)
 	}
 	close(unused.exited)
 	if !testenv.Poll(10*time.Second, time.Millisecond, 50*time.Millisecond, func() bool { return ss.pooledCount() == 0 }) {
-		t.Error("the mirror of a pool machine that ended is still kept")
+		t.Error("the connection of a pool machine that ended is still kept")
 	}
 
 	// Turned off: the warm-up makes no connection.
@@ -180,7 +195,7 @@ func TestAPoolMachinesMirrorIsAdoptedPaintedOrEndsWithIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := off.dials.Load(); n != 0 || ss.pooledCount() != 0 {
-		t.Errorf("prewarm off: %d connections, %d pool mirrors; want none", n, ss.pooledCount())
+		t.Errorf("prewarm off: %d connections, %d kept; want none", n, ss.pooledCount())
 	}
 	ss.Forget("d-1")
 }

@@ -65,6 +65,7 @@ type Mirror struct {
 	hotspot   image.Point
 	hasCursor bool
 	client    *Client
+	offered   *Painted // taken by the next session
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -81,13 +82,7 @@ type Mirror struct {
 
 // NewMirror returns a Mirror that does nothing until Run.
 func NewMirror(opts MirrorOptions) *Mirror {
-	if opts.HandshakeTimeout <= 0 {
-		opts.HandshakeTimeout = defaultHandshakeTimeout
-	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = defaultMaxBackoff
-	}
-	opts.Limits = opts.Limits.withDefaults()
+	opts = opts.withDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -104,6 +99,17 @@ func NewMirror(opts MirrorOptions) *Mirror {
 	}
 	m.lastPoke.Store(-int64(pokeInterval))
 	return m
+}
+
+func (o MirrorOptions) withDefaults() MirrorOptions {
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = defaultMaxBackoff
+	}
+	o.Limits = o.Limits.withDefaults()
+	return o
 }
 
 // Run connects to the server and mirrors its framebuffer until ctx is done,
@@ -133,6 +139,9 @@ func (m *Mirror) Run(ctx context.Context) error {
 		if failures > 1 {
 			level = slog.LevelDebug // a hibernated desktop fails every second
 		}
+		if m.hasOffer() {
+			continue // a painted connection waits: no backoff
+		}
 		m.log.Log(ctx, level, "vnc mirror disconnected", "err", err, "retry_in", backoff)
 
 		timer := time.NewTimer(backoff)
@@ -161,24 +170,20 @@ func (m *Mirror) Reconnect() {
 // session runs one connection. healthy reports whether it got as far as a
 // complete frame, which resets the backoff.
 func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
-	hctx, cancel := context.WithTimeout(ctx, m.opts.HandshakeTimeout)
-	conn, err := m.opts.Dial(hctx)
-	if err != nil {
+	c, painted := (*Client)(nil), m.takeOffered()
+	if painted != nil {
+		c = painted.c
+	} else {
+		hctx, cancel := context.WithTimeout(ctx, m.opts.HandshakeTimeout)
+		c, err = connect(hctx, m.opts)
 		cancel()
-		return false, fmt.Errorf("dial vnc server: %w", err)
-	}
-	c, err := NewClient(hctx, conn, ClientOptions{
-		Password:     m.opts.Password,
-		Limits:       m.opts.Limits,
-		WriteTimeout: m.opts.WriteTimeout,
-	})
-	cancel()
-	if err != nil {
-		return false, err
+		if err != nil {
+			return false, err
+		}
 	}
 	defer c.Close()
 	si := c.ServerInit()
-	m.log.Info("vnc mirror connected", "width", si.Width, "height", si.Height, "name", si.Name)
+	m.log.Info("vnc mirror connected", "width", si.Width, "height", si.Height, "name", si.Name, "painted_ahead", painted != nil)
 
 	sctx, scancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -188,12 +193,21 @@ func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
 		wg.Wait()
 		m.detach(c)
 	}()
-	m.attach(c)
+	if !m.attach(c) {
+		return false, errors.New("a painted connection was offered")
+	}
 	wg.Go(func() { m.pokeLoop(sctx, c) })
 
 	st := &sessionState{client: c, cov: newCoverage(c.Framebuffer().Rect.Size())}
-	if err := c.RequestUpdate(sctx, false, c.Framebuffer().Rect.Size()); err != nil {
-		return false, err
+	if painted != nil {
+		// Its whole screen came already: publish it, then ask for what
+		// changed since.
+		st.cov, st.healthy = nil, true
+		img, hot, ok := c.Cursor()
+		m.publishFull(c.Framebuffer(), img, hot, ok)
+	}
+	if err := c.RequestUpdate(sctx, painted != nil, c.Framebuffer().Rect.Size()); err != nil {
+		return st.healthy, err
 	}
 	for {
 		msg, err := c.ReadMessage(sctx)
@@ -265,11 +279,31 @@ func (m *Mirror) apply(st *sessionState, u *FramebufferUpdate) {
 	}
 }
 
-func (m *Mirror) attach(c *Client) {
+// attach makes c the current connection, unless a painted one was offered
+// meanwhile (then the session ends and Run takes the offer).
+func (m *Mirror) attach(c *Client) bool {
 	m.mu.Lock()
+	if m.offered != nil {
+		m.mu.Unlock()
+		return false
+	}
 	m.client = c
 	m.mu.Unlock()
 	m.connected.Store(true)
+	return true
+}
+
+// connect dials and handshakes.
+func connect(ctx context.Context, opts MirrorOptions) (*Client, error) {
+	conn, err := opts.Dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dial vnc server: %w", err)
+	}
+	return NewClient(ctx, conn, ClientOptions{
+		Password:     opts.Password,
+		Limits:       opts.Limits,
+		WriteTimeout: opts.WriteTimeout,
+	})
 }
 
 func (m *Mirror) detach(c *Client) {

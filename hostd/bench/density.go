@@ -93,7 +93,36 @@ func (e *env) densityCoW(ctx context.Context, k int) (float64, error) {
 		ms, srcs = append(ms, m), append(srcs, scr.Mirror)
 	}
 	settleAll(ctx, srcs)
+	if err := e.pssBreakdown(ms); err != nil {
+		return 0, err
+	}
 	return pssMB(ms)
+}
+
+// pssBreakdown sets pss_cow_PART_mb: what an idle clone's memory holds, on
+// average over ms.
+func (e *env) pssBreakdown(ms []desktop.Machine) error {
+	var sum pssParts
+	for _, m := range ms {
+		p, err := processPSSParts(m.Pid(), e.snap.Path(desktop.FileMemory))
+		if err != nil {
+			return err
+		}
+		sum.GuestShared += p.GuestShared
+		sum.GuestDirtied += p.GuestDirtied
+		sum.TCG += p.TCG
+		sum.Anon += p.Anon
+		sum.Files += p.Files
+	}
+	mb := func(kb int64) float64 { return float64(kb) * 1024 / float64(len(ms)) / 1e6 }
+	for key, kb := range map[string]int64{
+		"guest_shared": sum.GuestShared, "guest_dirtied": sum.GuestDirtied, "tcg": sum.TCG, "anon": sum.Anon, "files": sum.Files,
+	} {
+		e.res.set("pss_cow_"+key+"_mb", mb(kb))
+	}
+	e.progress("  an idle clone's PSS: guest RAM shared %.1f MB, dirtied since the restore %.1f MB, TCG's translation cache %.1f MB, QEMU's other memory %.1f MB, binary and libraries %.1f MB",
+		mb(sum.GuestShared), mb(sum.GuestDirtied), mb(sum.TCG), mb(sum.Anon), mb(sum.Files))
+	return nil
 }
 
 func (e *env) densityFull(ctx context.Context, k int) (float64, error) {

@@ -59,3 +59,54 @@ func FuzzParsePSS(f *testing.F) {
 		}
 	})
 }
+
+const smapsSample = `55d0c0000000-55d0c0400000 r-xp 00000000 08:01 1234 /usr/bin/qemu-system-x86_64
+Rss:                4096 kB
+Pss:                1024 kB
+Anonymous:             0 kB
+7f0000000000-7f0040000000 rw-p 00000000 08:01 99 /var/lib/warmdesk/snapshots/s/memory
+Size:            1048576 kB
+Pss:               40000 kB
+Anonymous:         30000 kB
+7f1000000000-7f1040000000 rwxp 00000000 00:00 0 
+Pss:                9000 kB
+Anonymous:          9000 kB
+7f2000000000-7f2001000000 rw-p 00000000 00:00 0 
+Pss:                5000 kB
+Anonymous:          5000 kB
+7f3000000000-7f3000021000 rw-p 00000000 00:00 0                          [heap]
+Pss:                 700 kB
+VmFlags: rd wr mr mw me ac
+`
+
+func TestParseSmapsSortsMappings(t *testing.T) {
+	p, err := parseSmaps(strings.NewReader(smapsSample), "/var/lib/warmdesk/snapshots/s/memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pssParts{GuestShared: 10000, GuestDirtied: 30000, TCG: 9000, Anon: 5700, Files: 1024}
+	if p != want {
+		t.Fatalf("got %+v, want %+v", p, want)
+	}
+	if p.total() != 55724 {
+		t.Fatalf("total %d", p.total())
+	}
+	for _, bad := range []string{"", "Pss: 5 kB\n", "7f-8f rw-p 0 00:00 0\nPss: x kB\n"} {
+		if _, err := parseSmaps(strings.NewReader(bad), ""); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func FuzzParseSmaps(f *testing.F) {
+	f.Add(smapsSample, "/var/lib/warmdesk/snapshots/s/memory")
+	f.Fuzz(func(t *testing.T, s, guest string) {
+		p, err := parseSmaps(strings.NewReader(s), guest)
+		if err != nil {
+			return
+		}
+		if p.GuestShared < 0 || p.GuestDirtied < 0 || p.TCG < 0 || p.Anon < 0 || p.Files < 0 {
+			t.Fatalf("negative part: %+v", p)
+		}
+	})
+}
