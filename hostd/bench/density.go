@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -102,9 +103,14 @@ func (e *env) densityCoW(ctx context.Context, k int) (float64, error) {
 // pssBreakdown sets pss_cow_PART_mb: what an idle clone's memory holds, on
 // average over ms.
 func (e *env) pssBreakdown(ms []desktop.Machine) error {
+	// The kernel names a mapping by its file's real path.
+	memory, err := filepath.EvalSymlinks(e.snap.Path(desktop.FileMemory))
+	if err != nil {
+		return err
+	}
 	var sum pssParts
 	for _, m := range ms {
-		p, err := processPSSParts(m.Pid(), e.snap.Path(desktop.FileMemory))
+		p, err := processPSSParts(m.Pid(), memory)
 		if err != nil {
 			return err
 		}
