@@ -165,7 +165,7 @@ func (s *Server) run(ctx context.Context, sandbox string, req drive.ExecRequest)
 		return helperResult{}, rpcErrorf(CodeDeadlineExceeded, "sandbox %s: %s did not finish within %s", sandbox, req.Path, req.Timeout)
 	}
 	if res.StdoutTruncated {
-		return helperResult{}, rpcErrorf(CodeResourceExhausted, "sandbox %s: %s wrote more than %d bytes: ask for less (a shallower listing)", sandbox, req.Path, req.MaxOutput)
+		return helperResult{}, rpcErrorf(CodeResourceExhausted, "sandbox %s: %s wrote more than %d bytes, more than hostd reads back from one call", sandbox, req.Path, req.MaxOutput)
 	}
 	return helperResult{stdout: res.Stdout, stderr: res.Stderr, code: res.ExitCode}, nil
 }

@@ -66,6 +66,9 @@ type Mirror struct {
 	hasCursor bool
 	client    *Client
 	offered   *Painted // taken by the next session
+	// cancelDial cuts short a dial and handshake in progress, for an
+	// offer.
+	cancelDial context.CancelFunc
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -123,6 +126,12 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return errors.New("vnc mirror: already running")
 	}
 	defer m.running.Store(false)
+	defer func() {
+		// An offer no session took is nobody's to close but ours.
+		if p := m.takeOffered(); p != nil {
+			p.Close()
+		}
+	}()
 
 	backoff := m.minBackoff
 	failures := 0
@@ -173,9 +182,21 @@ func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
 	c, painted := (*Client)(nil), m.takeOffered()
 	if painted != nil {
 		c = painted.c
+		// The offer's own Reconnect hint is spent: a later drop waits
+		// out its backoff as usual.
+		select {
+		case <-m.reconnect:
+		default:
+		}
 	} else {
 		hctx, cancel := context.WithTimeout(ctx, m.opts.HandshakeTimeout)
+		m.mu.Lock()
+		m.cancelDial = cancel
+		m.mu.Unlock()
 		c, err = connect(hctx, m.opts)
+		m.mu.Lock()
+		m.cancelDial = nil
+		m.mu.Unlock()
 		cancel()
 		if err != nil {
 			return false, err
@@ -208,6 +229,14 @@ func (m *Mirror) session(ctx context.Context) (healthy bool, err error) {
 	}
 	if err := c.RequestUpdate(sctx, painted != nil, c.Framebuffer().Rect.Size()); err != nil {
 		return st.healthy, err
+	}
+	if painted != nil && c.ExtendedKeyEvents() {
+		// Unread while it waited, the connection let QEMU's refresh
+		// timer slow down to seconds: poke, so what changed since the
+		// painting comes at once.
+		if err := c.SendQEMUKey(sctx, false, 0, 0); err != nil {
+			return st.healthy, err
+		}
 	}
 	for {
 		msg, err := c.ReadMessage(sctx)

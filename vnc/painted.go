@@ -21,7 +21,9 @@ type Painted struct {
 // arrived once.
 func Paint(ctx context.Context, opts MirrorOptions) (*Painted, error) {
 	opts = opts.withDefaults()
-	c, err := connect(ctx, opts)
+	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
+	c, err := connect(hctx, opts)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +79,15 @@ func (p *Painted) Close() error { return p.c.Close() }
 // Offer hands the Mirror a painted connection: it drops the connection it
 // has (or its wait to redial) and carries on with this one. A connection
 // offered before Run is the first one Run uses. A later offer replaces one
-// not yet taken, which is closed.
+// not yet taken, which is closed, as is one still untaken when Run ends.
 func (m *Mirror) Offer(p *Painted) {
 	m.mu.Lock()
-	old, cur := m.offered, m.client
+	old, cur, cancelDial := m.offered, m.client, m.cancelDial
 	m.offered = p
 	m.mu.Unlock()
+	if cancelDial != nil {
+		cancelDial() // a dial in progress gives way
+	}
 	if old != nil {
 		old.Close()
 	}

@@ -360,7 +360,9 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 		// the same files fine, so one more try turns a failed create
 		// into a slower one.
 		d.log.Warn("QEMU crashed while restoring; trying once more in a new process", "desktop", spec.ID, "snapshot", spec.Snapshot.Name, "err", err)
-		m, _, err = d.restoreClone(ctx, spec, false)
+		if m, _, err = d.restoreClone(ctx, spec, false); err != nil {
+			err = fmt.Errorf("second try after QEMU crashed: %w", err)
+		}
 	}
 	if err != nil {
 		return nil, err

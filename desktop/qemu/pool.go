@@ -227,7 +227,7 @@ func (p *pool) prepare(m *Machine, s desktop.Snapshot) error {
 	ctx, cancel := context.WithTimeout(p.ctx, warmupTimeout)
 	defer cancel()
 	if err := p.d.opts.Warmup(ctx, m, s); err != nil && p.ctx.Err() == nil {
-		p.d.log.Warn("warm pool: warm-up failed; the machine serves unwarmed", "snapshot", s.Name, "err", err)
+		p.d.log.Warn("warm pool: part of a machine's warm-up failed; it serves without that part", "snapshot", s.Name, "err", err)
 	}
 	p.d.log.Debug("warm pool: machine ready", "snapshot", s.Name, "restore", restored, "warmup", time.Since(start)-restored)
 	return nil

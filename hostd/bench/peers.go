@@ -76,7 +76,7 @@ func (e *env) peersSuite(ctx context.Context) error {
 	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
 	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log}).Handler())
 	defer srv.Close()
-	c := peerClient{ctx: ctx, base: srv.URL + "/v1/desktops/" + d.ID, token: token}
+	c := peerClient{base: srv.URL + "/v1/desktops/" + d.ID, token: token}
 
 	dists := map[string]*Dist{}
 	for _, k := range peersKeys {
@@ -86,7 +86,7 @@ func (e *env) peersSuite(ctx context.Context) error {
 		x, y := 400+(i%2)*200, 400+(i%3)*60
 
 		took, err := timed(func() error {
-			return c.shell(fmt.Sprintf("xdotool mousemove %d %d click 1", x, y))
+			return c.shell(ctx, fmt.Sprintf("xdotool mousemove %d %d click 1", x, y))
 		})
 		if err != nil {
 			return fmt.Errorf("E2B-style click: %w", err)
@@ -94,7 +94,7 @@ func (e *env) peersSuite(ctx context.Context) error {
 		dists["click_xdotool"].Add(took)
 		clickTook := took
 
-		if took, err = timed(func() error { return c.scrot(fmt.Sprintf("/tmp/screenshot-bench-%d.png", i)) }); err != nil {
+		if took, err = timed(func() error { return c.scrot(ctx, fmt.Sprintf("/tmp/screenshot-bench-%d.png", i)) }); err != nil {
 			return fmt.Errorf("E2B-style screenshot: %w", err)
 		}
 		dists["shot_scrot"].Add(took)
@@ -102,18 +102,18 @@ func (e *env) peersSuite(ctx context.Context) error {
 
 		body := fmt.Sprintf(`{"actions":[{"action":"click","x":%d,"y":%d}]}`, x+100, y)
 		if _, took, err = postBatch(ctx, c.base+"/actions", token, body); err != nil {
-			return err
+			return fmt.Errorf("warmdesk's click: %w", err)
 		}
 		dists["click_api"].Add(took)
 
 		// A pointer move the mirror has seen, so the next screenshot
 		// encodes; then the same screen again, from the cache.
 		if err := wiggle(ctx, m, scr.Mirror, i); err != nil {
-			return err
+			return fmt.Errorf("change the screen: %w", err)
 		}
 		for _, k := range []string{"shot_api_changed", "shot_api_cached"} {
-			if took, err = timed(c.screenshot); err != nil {
-				return err
+			if took, err = timed(func() error { return c.screenshot(ctx) }); err != nil {
+				return fmt.Errorf("warmdesk's screenshot: %w", err)
 			}
 			dists[k].Add(took)
 		}
@@ -121,7 +121,7 @@ func (e *env) peersSuite(ctx context.Context) error {
 		body = fmt.Sprintf(`{"actions":[{"action":"click","x":%d,"y":%d}],"screenshot":true,"timeout_ms":10000}`, x, y+30)
 		out, took, err := postBatch(ctx, c.base+"/actions", token, body)
 		if err != nil {
-			return err
+			return fmt.Errorf("warmdesk's step: %w", err)
 		}
 		if out.Screenshot == nil {
 			return fmt.Errorf("a batch with screenshot:true came back without a screenshot")
@@ -156,12 +156,11 @@ func timed(fn func() error) (time.Duration, error) {
 // peerClient calls one desktop's endpoints as a peer's SDK would call its
 // own: one HTTP request per shell command or file.
 type peerClient struct {
-	ctx   context.Context
 	base  string
 	token string
 }
 
-func (c peerClient) do(method, path string, body any) ([]byte, error) {
+func (c peerClient) do(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var r io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -170,7 +169,7 @@ func (c peerClient) do(method, path string, body any) ([]byte, error) {
 		}
 		r = strings.NewReader(string(raw))
 	}
-	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +191,8 @@ func (c peerClient) do(method, path string, body any) ([]byte, error) {
 
 // shell runs a command line in a login shell on the desktop's display, as
 // E2B's envd runs a command, and fails unless it exits 0.
-func (c peerClient) shell(line string) error {
-	raw, err := c.do(http.MethodPost, "/exec", api.ExecRequest{
+func (c peerClient) shell(ctx context.Context, line string) error {
+	raw, err := c.do(ctx, http.MethodPost, "/exec", api.ExecRequest{
 		Cmd: "/bin/bash", Args: []string{"-l", "-c", line}, Env: map[string]string{"DISPLAY": ":0"},
 	})
 	if err != nil {
@@ -211,22 +210,22 @@ func (c peerClient) shell(line string) error {
 
 // scrot takes a screenshot as @e2b/desktop does: scrot into a file, read
 // it, remove it.
-func (c peerClient) scrot(path string) error {
-	if err := c.shell("scrot --pointer " + path); err != nil {
+func (c peerClient) scrot(ctx context.Context, path string) error {
+	if err := c.shell(ctx, "scrot --pointer "+path); err != nil {
 		return err
 	}
-	png, err := c.do(http.MethodGet, "/files?path="+url.QueryEscape(path), nil)
+	png, err := c.do(ctx, http.MethodGet, "/files?path="+url.QueryEscape(path), nil)
 	if err != nil {
 		return err
 	}
 	if !strings.HasPrefix(string(png), "\x89PNG") {
 		return fmt.Errorf("%s is no PNG (%d bytes)", path, len(png))
 	}
-	return c.shell("rm " + path)
+	return c.shell(ctx, "rm "+path)
 }
 
-func (c peerClient) screenshot() error {
-	png, err := c.do(http.MethodGet, "/screenshot", nil)
+func (c peerClient) screenshot(ctx context.Context) error {
+	png, err := c.do(ctx, http.MethodGet, "/screenshot", nil)
 	if err == nil && !strings.HasPrefix(string(png), "\x89PNG") {
 		err = fmt.Errorf("the screenshot is no PNG (%d bytes)", len(png))
 	}

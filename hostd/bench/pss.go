@@ -83,7 +83,7 @@ func parseSmaps(r io.Reader, guestRAM string) (pssParts, error) {
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	mappings := 0
+	mappings, guests := 0, 0
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
@@ -93,6 +93,9 @@ func parseSmaps(r io.Reader, guestRAM string) (pssParts, error) {
 			flush()
 			kind = k
 			mappings++
+			if k == "guest" {
+				guests++
+			}
 			continue
 		}
 		if len(f) != 3 || f[2] != "kB" || kind == "" {
@@ -116,6 +119,9 @@ func parseSmaps(r io.Reader, guestRAM string) (pssParts, error) {
 	if mappings == 0 {
 		return pssParts{}, fmt.Errorf("smaps: no mappings")
 	}
+	if guestRAM != "" && guests == 0 {
+		return pssParts{}, fmt.Errorf("smaps: no mapping of the guest RAM's file %s", guestRAM)
+	}
 	return parts, nil
 }
 
@@ -125,7 +131,8 @@ func mappingKind(f []string, guestRAM string) (string, bool) {
 	if len(f) < 5 || !strings.Contains(f[0], "-") || len(f[1]) != 4 || !strings.Contains(f[3], ":") {
 		return "", false
 	}
-	path := strings.Join(f[5:], " ")
+	// A file removed while mapped (a snapshot baked again) says so.
+	path := strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)")
 	switch {
 	case path == guestRAM && guestRAM != "":
 		return "guest", true

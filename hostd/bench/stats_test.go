@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -91,6 +93,13 @@ func TestParseSmapsSortsMappings(t *testing.T) {
 	if p.total() != 55724 {
 		t.Fatalf("total %d", p.total())
 	}
+	if _, err := parseSmaps(strings.NewReader(smapsSample), "/elsewhere/memory"); err == nil {
+		t.Error("a guest RAM file no mapping names was accepted")
+	}
+	deleted := strings.Replace(smapsSample, "/s/memory\n", "/s/memory (deleted)\n", 1)
+	if p, err := parseSmaps(strings.NewReader(deleted), "/var/lib/warmdesk/snapshots/s/memory"); err != nil || p.GuestDirtied != 30000 {
+		t.Errorf("a removed memory file: %+v, %v", p, err)
+	}
 	for _, bad := range []string{"", "Pss: 5 kB\n", "7f-8f rw-p 0 00:00 0\nPss: x kB\n"} {
 		if _, err := parseSmaps(strings.NewReader(bad), ""); err == nil {
 			t.Errorf("accepted %q", bad)
@@ -109,4 +118,16 @@ func FuzzParseSmaps(f *testing.F) {
 			t.Fatalf("negative part: %+v", p)
 		}
 	})
+}
+
+func TestPhaseDistsCountAStepOncePerCreate(t *testing.T) {
+	var p phaseDists
+	p.add([]desktop.PhaseMark{{Name: "spawn", Took: 2}, {Name: "restore", Took: 3}, {Name: "spawn", Took: 5}, {Name: "restore", Took: 7}})
+	p.add([]desktop.PhaseMark{{Name: "spawn", Took: 1}, {Name: "first_frame", Took: 4}})
+	if got := strings.Join(p.order, ","); got != "spawn,restore,first_frame" {
+		t.Fatalf("order %s", got)
+	}
+	if s := p.dists["spawn"].Samples; len(s) != 2 || s[0] != 7 || s[1] != 1 {
+		t.Fatalf("spawn samples %v, want [7 1]", s)
+	}
 }
