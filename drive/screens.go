@@ -99,7 +99,7 @@ func NewMirrors(base context.Context, log *slog.Logger) *Mirrors {
 // (vnc.Paint), which the desktop that takes the machine hands to its
 // mirror (MachineUp): a create or a reset from the pool returns to a screen
 // already painted. Without it, the mirror's connection and first frame were
-// 101 of a 105 ms pool create (p50, docs/BENCHMARKS.md, the create's
+// 85 of an 89 ms pool create (p50, docs/BENCHMARKS.md, the create's
 // phases, TCG). The connection of a pool machine nobody takes ends with
 // it. It costs hostd the connection's framebuffer (4 MB at 1280x800) per
 // pool machine.
