@@ -110,7 +110,7 @@ func TestPeersSuite(t *testing.T) {
 			t.Errorf("peers_%s_p50_ms = %v, want a measured positive number", k, v)
 		}
 	}
-	for _, k := range []string{"peers_click_ratio", "peers_shot_changed_ratio", "peers_shot_cached_ratio", "peers_step_ratio"} {
+	for _, k := range peersRatios {
 		if v := res.Keys[k]; v == nil || *v <= 0 {
 			t.Errorf("%s = %v, want a measured positive ratio", k, v)
 		}

@@ -27,6 +27,18 @@ const demoScreenshotDelay = 2 * time.Second
 // peersKeys are the suite's distributions.
 var peersKeys = []string{"click_xdotool", "click_api", "shot_scrot", "shot_api_changed", "shot_api_cached", "step_demo", "step_api"}
 
+// peersRatioOf names each ratio's distributions: the peers' way over
+// warmdesk's.
+var peersRatioOf = map[string][2]string{
+	"peers_click_ratio":        {"click_xdotool", "click_api"},
+	"peers_shot_changed_ratio": {"shot_scrot", "shot_api_changed"},
+	"peers_shot_cached_ratio":  {"shot_scrot", "shot_api_cached"},
+	"peers_step_ratio":         {"step_demo", "step_api"},
+}
+
+// peersRatios are the ratio keys, in order.
+var peersRatios = []string{"peers_click_ratio", "peers_shot_changed_ratio", "peers_shot_cached_ratio", "peers_step_ratio"}
+
 // peersSuite measures the peers' approach beside warmdesk's own on one
 // desktop of the e2b-desktop recipe's snapshot (it has xdotool and scrot),
 // every call through the same in-process HTTP server:
@@ -44,8 +56,12 @@ var peersKeys = []string{"click_xdotool", "click_api", "shot_scrot", "shot_api_c
 func (e *env) peersSuite(ctx context.Context) error {
 	snap, err := e.cat.Get(e.opts.E2BSnapshot)
 	if err != nil {
+		why := fmt.Sprintf("no %q snapshot, which has xdotool and scrot (hostd image build -f examples/recipes/e2b-desktop.yaml; hostd snapshot bake --image e2b-desktop)", e.opts.E2BSnapshot)
 		for _, k := range peersKeys {
-			e.res.null("peers_"+k+"_p50_ms", fmt.Sprintf("no %q snapshot, which has xdotool and scrot (hostd image build -f examples/recipes/e2b-desktop.yaml; hostd snapshot bake --image e2b-desktop)", e.opts.E2BSnapshot))
+			e.res.null("peers_"+k+"_p50_ms", why)
+		}
+		for _, k := range peersRatios {
+			e.res.null(k, why)
 		}
 		return nil
 	}
@@ -131,12 +147,7 @@ func (e *env) peersSuite(ctx context.Context) error {
 	for _, k := range peersKeys {
 		e.res.dist("peers_"+k, dists[k])
 	}
-	for key, pair := range map[string][2]string{
-		"peers_click_ratio":        {"click_xdotool", "click_api"},
-		"peers_shot_changed_ratio": {"shot_scrot", "shot_api_changed"},
-		"peers_shot_cached_ratio":  {"shot_scrot", "shot_api_cached"},
-		"peers_step_ratio":         {"step_demo", "step_api"},
-	} {
+	for key, pair := range peersRatioOf {
 		if p := dists[pair[1]].Percentile(50); p > 0 {
 			e.res.set(key, float64(dists[pair[0]].Percentile(50))/float64(p))
 		}
