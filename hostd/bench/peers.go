@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/api"
-	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -68,25 +67,14 @@ func (e *env) peersSuite(ctx context.Context) error {
 	if err := e.cat.Verify(snap); err != nil {
 		return err
 	}
-	d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: snap.Name})
+	d, m, _, err := e.liveDesktopOf(ctx, snap.Name)
+	if d.ID != "" {
+		defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
+	}
 	if err != nil {
 		return err
 	}
-	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
-	scr, ok := e.screens.Get(d.ID)
-	if !ok {
-		return fmt.Errorf("desktop %s has no screen", d.ID)
-	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = waitNonBlank(wctx, scr.Mirror)
-	cancel()
-	if err != nil {
-		return err
-	}
-	m, _, err := e.mgr.Machine(ctx, d.ID, false)
-	if err != nil {
-		return err
-	}
+	scr, _ := e.screens.Get(d.ID)
 
 	const token = "bench-token"
 	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})

@@ -14,7 +14,13 @@ const shotSamples = 30
 
 // liveDesktop creates one desktop for a suite and waits for its screen.
 func (e *env) liveDesktop(ctx context.Context) (desktop.Desktop, desktop.Machine, *screenshot.Capturer, error) {
-	d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: e.snap.Name})
+	return e.liveDesktopOf(ctx, e.snap.Name)
+}
+
+// liveDesktopOf is liveDesktop from another snapshot. The desktop it
+// returns (its ID set) is the caller's to delete, even with an error.
+func (e *env) liveDesktopOf(ctx context.Context, snapshot string) (desktop.Desktop, desktop.Machine, *screenshot.Capturer, error) {
+	d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: snapshot})
 	if err != nil {
 		return d, nil, nil, err
 	}
