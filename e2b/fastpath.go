@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
@@ -16,13 +17,21 @@ import (
 )
 
 // Fast paths: @e2b/desktop does everything through shell commands in the
-// guest (scrot, then reading the file back; xdotool for the pointer),
-// each a login shell under TCG. The exact command lines it sends for a
-// screenshot and for pointer input are recognised and served by hostd's
-// own screen mirror and input path instead, with the same result for the
-// SDK: the PNG of the screen with its pointer (the guest draws it), the
-// pointer moved and the buttons pressed. Anything else, or anything these
-// cannot do as asked, runs in the guest as sent.
+// guest (scrot, then reading the file back; xdotool for the pointer and
+// the keyboard), each a login shell under TCG. The exact command lines it
+// sends for a screenshot, pointer input, typing and key presses are
+// recognised and served by hostd's own screen mirror and input path
+// instead, with the same result for the SDK: the PNG of the screen with
+// its pointer (the guest draws it), the pointer moved, the buttons and
+// keys pressed, the text typed. Anything else, or anything these cannot
+// do as asked, runs in the guest as sent.
+//
+// Typing matters beyond speed: `xdotool type` binds a scratch keycode for
+// each character missing from the keymap and unbinds it right after the
+// press, and a client that fetches the keymap late reads the character
+// as nothing (CI lost the ö of "hello, wörld" typed into xterm this way).
+// The input path binds every character before pressing any (drive's
+// typing.go).
 
 // fastCommand is a recognised command line.
 type fastCommand struct {
@@ -34,6 +43,12 @@ type fastCommand struct {
 
 var (
 	scrotLine = regexp.MustCompile(`^scrot --pointer (/tmp/screenshot-[A-Za-z0-9]{1,64}\.png)$`)
+	// typeLine is write(): xdotool type --delay MS -- WORD, the word
+	// quoted by the SDK's quoteString.
+	typeLine = regexp.MustCompile(`(?s)^xdotool type --delay (0|[1-9][0-9]{0,4}) -- (.+)$`)
+	// keyLine is press(): xdotool key CHORD, the SDK's key names joined
+	// by "+".
+	keyLine = regexp.MustCompile(`^xdotool key ([A-Za-z0-9_+]{1,64})$`)
 	// xdotoolButtons maps xdotool's button numbers to ours.
 	xdotoolButtons = map[string]input.Button{"1": input.ButtonLeft, "2": input.ButtonMiddle, "3": input.ButtonRight}
 )
@@ -41,7 +56,7 @@ var (
 // parseFast recognises the SDK's command lines: `bash -l -c LINE` with
 // LINE exactly one of scrot --pointer FILE; xdotool mousemove [--sync]
 // X Y; xdotool click [--repeat N] B; xdotool mousedown B; xdotool
-// mouseup B.
+// mouseup B; xdotool type --delay MS -- WORD; xdotool key CHORD.
 func parseFast(cfg processConfig) (fastCommand, bool) {
 	if cfg.Cmd != "/bin/bash" || len(cfg.Args) != 3 || cfg.Args[0] != "-l" || cfg.Args[1] != "-c" {
 		return fastCommand{}, false
@@ -49,6 +64,24 @@ func parseFast(cfg processConfig) (fastCommand, bool) {
 	line := cfg.Args[2]
 	if m := scrotLine.FindStringSubmatch(line); m != nil {
 		return fastCommand{shotPath: m[1]}, true
+	}
+	if m := typeLine.FindStringSubmatch(line); m != nil {
+		text, ok := unquoteSDKWord(m[2])
+		// The input path types text as given; one the SDK never sends
+		// (not UTF-8, NUL, over the batch limit) goes to the guest.
+		if !ok || text == "" || !utf8.ValidString(text) || strings.ContainsRune(text, 0) ||
+			utf8.RuneCountInString(text) > input.DefaultLimits().MaxTextRunes {
+			return fastCommand{}, false
+		}
+		// The delay between keys is xdotool's pacing; the input path
+		// paces keys itself.
+		return fastCommand{batch: input.Batch{{Kind: input.KindType, Text: text}}}, true
+	}
+	if m := keyLine.FindStringSubmatch(line); m != nil {
+		if _, err := input.ParseChord(m[1]); err != nil {
+			return fastCommand{}, false
+		}
+		return fastCommand{batch: input.Batch{{Kind: input.KindKey, Chord: m[1]}}}, true
 	}
 	f := strings.Split(line, " ")
 	if len(f) < 3 || f[0] != "xdotool" {
@@ -110,6 +143,27 @@ func parseFast(cfg processConfig) (fastCommand, bool) {
 		return fastCommand{batch: input.Batch{{Kind: kind, Button: b}}}, true
 	}
 	return fastCommand{}, false
+}
+
+// sdkWord is one word as the SDK's quoteString leaves it bare.
+var sdkWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// unquoteSDKWord undoes the SDK's quoteString: a bare word of safe
+// characters, or the text in single quotes with each ' written '"'"'.
+// Only what quoteString itself produces is taken: the text quoted again
+// must give back the word.
+func unquoteSDKWord(word string) (string, bool) {
+	if sdkWord.MatchString(word) {
+		return word, true
+	}
+	if len(word) < 2 || word[0] != '\'' || word[len(word)-1] != '\'' {
+		return "", false
+	}
+	text := strings.ReplaceAll(word[1:len(word)-1], `'"'"'`, "'")
+	if sdkWord.MatchString(text) || "'"+strings.ReplaceAll(text, "'", `'"'"'`)+"'" != word {
+		return "", false
+	}
+	return text, true
 }
 
 // fastPIDs are the pids fast commands report: above Linux's largest pid,

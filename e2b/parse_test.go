@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
@@ -170,6 +171,12 @@ func TestParseFastTakesOnlyTheSDKsExactLines(t *testing.T) {
 		"xdotool click 4":                                      {batch: input.Batch{{Kind: input.KindScroll, DY: -1}}},
 		"xdotool mousedown 2":                                  {batch: input.Batch{{Kind: input.KindMouseDown, Button: input.ButtonMiddle}}},
 		"xdotool mouseup 1":                                    {batch: input.Batch{{Kind: input.KindMouseUp, Button: input.ButtonLeft}}},
+		"xdotool type --delay 75 -- 'hello, wörld'":            {batch: input.Batch{{Kind: input.KindType, Text: "hello, wörld"}}},
+		`xdotool type --delay 0 -- 'it'"'"'s'`:                 {batch: input.Batch{{Kind: input.KindType, Text: "it's"}}},
+		"xdotool type --delay 75 -- a@b.c/d-e":                 {batch: input.Batch{{Kind: input.KindType, Text: "a@b.c/d-e"}}},
+		"xdotool type --delay 75 -- 'line\nnext'":              {batch: input.Batch{{Kind: input.KindType, Text: "line\nnext"}}},
+		"xdotool key Return":                                   {batch: input.Batch{{Kind: input.KindKey, Chord: "Return"}}},
+		"xdotool key Control_L+Alt_L+t":                        {batch: input.Batch{{Kind: input.KindKey, Chord: "Control_L+Alt_L+t"}}},
 	} {
 		got, ok := parseFast(bash(line))
 		if !ok || !reflect.DeepEqual(got, want) {
@@ -180,7 +187,11 @@ func TestParseFastTakesOnlyTheSDKsExactLines(t *testing.T) {
 		"scrot --pointer /tmp/screenshot-x.png; rm -rf /", "scrot /tmp/screenshot-x.png", "scrot --pointer /home/user/x.png",
 		"xdotool mousemove --sync 300", "xdotool mousemove -5 3", "xdotool mousemove 1 2 3", "xdotool mousemove 01 2",
 		"xdotool click --repeat 4 1", "xdotool click 9", "xdotool click --repeat 0 1", "xdotool  click 1",
-		"xdotool key Return", "xdotool type hello", "xdotool getmouselocation", "xdotool mousedown", "echo hi",
+		"xdotool type hello", "xdotool getmouselocation", "xdotool mousedown", "echo hi",
+		"xdotool key Return; reboot", "xdotool key nosuchkey", "xdotool key --clearmodifiers Return", "xdotool key Return Tab",
+		"xdotool type --delay 75 -- hello world", "xdotool type --delay 75 -- 'a'b'", "xdotool type --delay 75 -- 'plain'",
+		"xdotool type --delay 75 -- ''", "xdotool type --delay 075 -- x", "xdotool type -- x", "xdotool type --delay 75 'a b'",
+		"xdotool type --delay 75 -- 'a\x00b'",
 	} {
 		if got, ok := parseFast(bash(line)); ok {
 			t.Errorf("%q taken as %+v: it must run in the guest", line, got)
@@ -195,6 +206,8 @@ func FuzzParseFast(f *testing.F) {
 	f.Add("xdotool click --repeat 2 1")
 	f.Add("xdotool mousemove --sync 300 200")
 	f.Add("scrot --pointer /tmp/screenshot-abc.png")
+	f.Add(`xdotool type --delay 75 -- 'it'"'"'s a ü'`)
+	f.Add("xdotool key Control_L+c")
 	f.Fuzz(func(t *testing.T, line string) {
 		fc, ok := parseFast(processConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", line}})
 		if !ok {
@@ -207,8 +220,26 @@ func FuzzParseFast(f *testing.F) {
 			t.Fatalf("%q: %+v", line, fc)
 		}
 		a := fc.batch[0]
+		if a.Kind == input.KindType {
+			// What the guest's shell would have passed xdotool as its
+			// last argument.
+			if !strings.HasSuffix(line, " -- "+quoteLikeSDK(a.Text)) || !utf8.ValidString(a.Text) || a.Text == "" {
+				t.Fatalf("%q: typed %q", line, a.Text)
+			}
+		}
 		if a.At != nil && (a.At.X < 0 || a.At.Y < 0) || a.Count > 3 || a.Count < 0 {
 			t.Fatalf("%q: out of range: %+v", line, a)
 		}
 	})
+}
+
+// quoteLikeSDK is @e2b/desktop's quoteString.
+func quoteLikeSDK(s string) string {
+	if s == "" {
+		return "''"
+	}
+	if sdkWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }

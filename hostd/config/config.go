@@ -152,7 +152,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 		s.E2BTemplates[id] = snap
 		return nil
 	})
-	fs.BoolVar(&s.E2BGuestOnly, "e2b-guest-only", s.E2BGuestOnly, "run every E2B command in the guest: no fast paths for the SDK's scrot and xdotool pointer commands (docs/E2B.md)")
+	fs.BoolVar(&s.E2BGuestOnly, "e2b-guest-only", s.E2BGuestOnly, "run every E2B command in the guest: no fast paths for the SDK's scrot and xdotool commands (docs/E2B.md)")
 	fs.StringVar(&s.E2BDomain, "e2b-domain", s.E2BDomain, "domain E2B sandboxes report: the SDK builds https://PORT-ID.DOMAIN from it (docs/E2B.md)")
 }
 
