@@ -46,7 +46,7 @@ const (
 // this list.
 func DeviceArgs(width, height int) []string {
 	return append([]string{
-		fmt.Sprintf("VGA,id=video0,vgamem_mb=16,xres=%d,yres=%d,bus=pcie.0,addr=0x1", width, height),
+		fmt.Sprintf("VGA,id=video0,vgamem_mb=%d,xres=%d,yres=%d,bus=pcie.0,addr=0x1", VideoMemoryMiB(width, height), width, height),
 		"virtio-tablet-pci,id=input0,bus=pcie.0,addr=0x2",
 		"virtio-serial-pci,id=virtio-serial0,bus=pcie.0,addr=0x3",
 		"virtserialport,id=channel0,bus=virtio-serial0.0,nr=1,chardev=" + AgentCharID + ",name=" + AgentPortName,
@@ -56,6 +56,24 @@ func DeviceArgs(width, height int) []string {
 		"isa-serial,id=serial0,chardev=" + SerialCharID,
 		"vmgenid,id=vmgenid0",
 	}, volumeRootPorts()...)
+}
+
+// VideoMemoryMiB is the VGA's video memory for a screen: room for two
+// frames at 32 bits a pixel, which the guest's bochs driver asks of a mode
+// before it offers it (at 8 MiB the guest lists modes up to 1360x768, the
+// largest under a megapixel), in the power of two QEMU rounds it up to.
+// Every clone holds its own copy, and the guest writes all of it, so it is
+// no larger: 8 MiB at 1280x800, where the fixed 16 MiB of earlier bakes
+// left half unused (and a screen over two megapixels, such as 1920x1200,
+// without a mode).
+func VideoMemoryMiB(width, height int) int {
+	const mib = 1 << 20
+	need := 2 * width * height * 4
+	n := 1
+	for n*mib < need {
+		n *= 2
+	}
+	return n
 }
 
 // BakeShape is the machine a bake of spec boots on a host of shape host:

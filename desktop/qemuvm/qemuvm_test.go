@@ -284,6 +284,20 @@ func TestDevicesReferToTheFixedIDs(t *testing.T) {
 	}
 }
 
+func TestVideoMemoryHoldsTwoFrames(t *testing.T) {
+	for _, c := range []struct{ w, h, mib int }{
+		{640, 480, 4}, {1024, 768, 8}, {1280, 800, 8}, {1280, 1024, 16}, {1600, 1200, 16}, {1920, 1080, 16}, {1920, 1200, 32}, {3840, 2160, 64},
+	} {
+		got := qemuvm.VideoMemoryMiB(c.w, c.h)
+		if got != c.mib || got&(got-1) != 0 || got<<20 < 2*c.w*c.h*4 {
+			t.Errorf("%dx%d: %d MiB, want %d (a power of two holding two 32-bit frames)", c.w, c.h, got, c.mib)
+		}
+	}
+	if all := strings.Join(qemuvm.DeviceArgs(1280, 800), "|"); !strings.Contains(all, "VGA,id=video0,vgamem_mb=8,") {
+		t.Errorf("device list's VGA: %s", all)
+	}
+}
+
 func TestOverlayNames(t *testing.T) {
 	for in, want := range map[string]string{
 		"/d/disk-0.qcow2":   "/d/disk-1.qcow2",
