@@ -45,7 +45,28 @@ type Options struct {
 	// DefaultSnapshot is what create_desktop starts from when the model
 	// names none.
 	DefaultSnapshot string
+	// Desktop, when set, fixes the session to one desktop: the session
+	// of a per-desktop token, which reaches no other. The host's tools
+	// (list, create and delete desktops, list snapshots) are left out, a
+	// call naming another desktop is refused, and Reach says which of the
+	// desktop's tools are offered.
+	Desktop string
+	// Reach is how far a per-desktop token goes; it is not read without
+	// Desktop.
+	Reach Reach
 }
+
+// Reach is how far a per-desktop token goes on its desktop, as hostd's
+// roles nest. A token that may only watch opens no session: every tool
+// here drives or reaches inside.
+type Reach int
+
+const (
+	// ReachControl offers computer and reset_desktop.
+	ReachControl Reach = iota + 1
+	// ReachShell adds exec, read_file and write_file.
+	ReachShell
+)
 
 // session is what one MCP session remembers: the desktop its calls drive
 // when they name none.
@@ -61,22 +82,38 @@ func NewServer(o Options) *mcp.Server {
 	if o.DefaultSnapshot == "" {
 		o.DefaultSnapshot = "minimal"
 	}
-	s := &session{opts: o}
+	s := &session{opts: o, bound: o.Desktop}
+	instructions := "Each tool works on one Linux desktop (X11, 1280x800 by default). Create one with create_desktop " +
+		"(it becomes the session's desktop: later calls may omit desktop_id), look at it with computer " +
+		"{\"action\": \"screenshot\"}, and act with computer's other actions. exec, read_file and write_file " +
+		"reach the desktop's shell and files when the token allows it."
+	if o.Desktop != "" {
+		instructions = "Every tool works on one Linux desktop, " + o.Desktop + " (X11, 1280x800 by default): desktop_id " +
+			"may be left out. Look at it with computer {\"action\": \"screenshot\"} and act with computer's other actions"
+		if o.Reach >= ReachShell {
+			instructions += "; exec, read_file and write_file reach its shell and files"
+		}
+		instructions += "."
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "warmdesk", Title: "warmdesk desktops", Version: Version}, &mcp.ServerOptions{
-		Instructions: "Each tool works on one Linux desktop (X11, 1280x800 by default). Create one with create_desktop " +
-			"(it becomes the session's desktop: later calls may omit desktop_id), look at it with computer " +
-			"{\"action\": \"screenshot\"}, and act with computer's other actions. exec, read_file and write_file " +
-			"reach the desktop's shell and files when the token allows it.",
+		Instructions: instructions,
 	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_desktops", Description: "List the desktops this token can see, with their id, state and snapshot."}, s.listDesktops)
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_desktop", Description: "Create a desktop from a snapshot (a saved desktop: see list_snapshots) in well under a second. It becomes this session's desktop."}, s.createDesktop)
+	host, shell := o.Desktop == "", o.Desktop == "" || o.Reach >= ReachShell
+	if host {
+		mcp.AddTool(srv, &mcp.Tool{Name: "list_desktops", Description: "List the desktops this token can see, with their id, state and snapshot."}, s.listDesktops)
+		mcp.AddTool(srv, &mcp.Tool{Name: "create_desktop", Description: "Create a desktop from a snapshot (a saved desktop: see list_snapshots) in well under a second. It becomes this session's desktop."}, s.createDesktop)
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "reset_desktop", Description: "Return a desktop to the snapshot it was created from, in about the time of a create: everything done in it since is gone; it keeps its id, and becomes this session's desktop."}, s.resetDesktop)
-	mcp.AddTool(srv, &mcp.Tool{Name: "delete_desktop", Description: "Delete a desktop and everything on it."}, s.deleteDesktop)
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_snapshots", Description: "List the snapshots desktops can be created from (needs the host's token)."}, s.listSnapshots)
+	if host {
+		mcp.AddTool(srv, &mcp.Tool{Name: "delete_desktop", Description: "Delete a desktop and everything on it."}, s.deleteDesktop)
+		mcp.AddTool(srv, &mcp.Tool{Name: "list_snapshots", Description: "List the snapshots desktops can be created from (needs the host's token)."}, s.listSnapshots)
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription}, s.computer)
-	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a shell command line (sh -c) in the desktop as root and return its exit code, stdout and stderr."}, s.exec)
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of the desktop (absolute path). Text comes back as text, other bytes as base64; at most 256 KiB."}, s.readFile)
-	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write text to a file of the desktop (absolute path), replacing it; parent directories must exist."}, s.writeFile)
+	if shell {
+		mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a shell command line (sh -c) in the desktop as root and return its exit code, stdout and stderr."}, s.exec)
+		mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of the desktop (absolute path). Text comes back as text, other bytes as base64; at most 256 KiB."}, s.readFile)
+		mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write text to a file of the desktop (absolute path), replacing it; parent directories must exist."}, s.writeFile)
+	}
 	return srv
 }
 
@@ -121,6 +158,9 @@ type DesktopList struct {
 func (s *session) desktop(ref DesktopRef) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.opts.Desktop != "" && ref.DesktopID != "" && ref.DesktopID != s.opts.Desktop {
+		return "", fmt.Errorf("desktop_id %s: this session's token reaches only desktop %s; leave desktop_id out", ref.DesktopID, s.opts.Desktop)
+	}
 	if ref.DesktopID != "" {
 		s.bound = ref.DesktopID
 		return ref.DesktopID, nil

@@ -28,9 +28,9 @@ var routeAccess = map[string]access{
 	"GET /desktops/:id":                            public, // the viewer page; it holds no data
 	"GET /static/*file":                            public,
 	"GET /metrics":                                 needDaemon,
-	"GET /mcp":                                     needDaemon,
-	"POST /mcp":                                    needDaemon,
-	"DELETE /mcp":                                  needDaemon,
+	"GET /mcp":                                     needControl, // a desktop's token opens a session fixed to its desktop
+	"POST /mcp":                                    needControl,
+	"DELETE /mcp":                                  needControl,
 	"GET /v1/desktops":                             needView,
 	"POST /v1/desktops":                            needDaemon,
 	"GET /v1/desktops/:id":                         needView,

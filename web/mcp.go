@@ -22,31 +22,37 @@ import (
 // tools call this server's own API in process, with the caller's token:
 // the access checks, errors and input path are the API's.
 //
-// The daemon's token is required: per-desktop tokens are checked against
-// the desktop in a route's path, which /mcp has none of. ?display=WxH sets
-// the size screenshots come back at (the computer tool's coordinate
-// space); ?snapshot=NAME what create_desktop starts from.
+// The daemon's token opens a session over the whole host. A desktop's
+// control or shell token opens one fixed to that desktop, offered the
+// tools its role reaches (agentmcp.Reach): an agent handed a share link
+// gets that one desktop and no more. ?display=WxH sets the size screenshots come back
+// at (the computer tool's coordinate space); ?snapshot=NAME what
+// create_desktop starts from.
 func (s *Server) mcpRoutes(e *gin.Engine) {
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		opts, err := mcpOptions(r)
 		if err != nil {
 			return nil // answered 400 by the handler
 		}
+		if g, ok := s.mcpGrant(r); ok {
+			opts.Desktop, opts.Reach = g.desktop, mcpReach[g.role]
+		}
 		opts.Client = s.inProcessClient
 		return agentmcp.NewServer(opts)
 	}, &mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: mcpSessionTimeout})
 	serve := func(c *gin.Context) {
 		tok, ok := bearer(c.Request)
-		if ok && !s.validDaemonToken(tok) {
-			if _, desktopToken := s.views.check(tok, ""); desktopToken {
-				abort(c, http.StatusForbidden, "forbidden", "/mcp needs the daemon's token: a desktop's token reaches only that desktop's routes", "")
+		if !ok || !s.validDaemonToken(tok) {
+			g, desktopToken := s.mcpGrant(c.Request)
+			if !desktopToken {
+				c.Header("WWW-Authenticate", `Bearer realm="warmdesk"`)
+				abort(c, http.StatusUnauthorized, "unauthorized", "/mcp needs the daemon's token or a desktop's control or shell token (Authorization: Bearer TOKEN)", "")
 				return
 			}
-		}
-		if !ok || !s.validDaemonToken(tok) {
-			c.Header("WWW-Authenticate", `Bearer realm="warmdesk"`)
-			abort(c, http.StatusUnauthorized, "unauthorized", "/mcp needs the daemon's token (Authorization: Bearer TOKEN)", "")
-			return
+			if _, ok := mcpReach[g.role]; !ok {
+				abort(c, http.StatusForbidden, "forbidden", fmt.Sprintf("this %s token cannot open /mcp: its tools drive the desktop, which needs a %s or %s token", g.role, RoleControl, RoleShell), "")
+				return
+			}
 		}
 		if _, err := mcpOptions(c.Request); err != nil {
 			badRequest(c, "display", err.Error())
@@ -57,6 +63,23 @@ func (s *Server) mcpRoutes(e *gin.Engine) {
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		e.Handle(m, "/mcp", serve)
 	}
+}
+
+// mcpGrant is the grant of a request's per-desktop token; false for the
+// daemon's token, none, or one that is not valid.
+func (s *Server) mcpGrant(r *http.Request) (grant, bool) {
+	tok, ok := bearer(r)
+	if !ok || s.validDaemonToken(tok) {
+		return grant{}, false
+	}
+	return s.views.check(tok, "")
+}
+
+// mcpReach maps hostd's roles to the MCP tools' reach; a view token has
+// none.
+var mcpReach = map[string]agentmcp.Reach{
+	RoleControl: agentmcp.ReachControl,
+	RoleShell:   agentmcp.ReachShell,
 }
 
 // mcpSessionTimeout ends an MCP session nobody used for this long: a

@@ -191,3 +191,105 @@ func TestMCPReadFileLimit(t *testing.T) {
 		t.Errorf("a small read after: %s", text(res))
 	}
 }
+
+// A desktop's token opens an MCP session fixed to that desktop, offered
+// the tools its role reaches; the host's tools are not there, another
+// desktop is refused, and a revoked token ends the session.
+func TestMCPWithADesktopsToken(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := drivetest.NewDesktop(t)
+	f.Guest.Program = func(ctx context.Context, c desktoptest.GuestCmd) (desktoptest.GuestResult, error) {
+		return desktoptest.GuestResult{Stdout: []byte("hi\n")}, nil
+	}
+	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
+	const daemon = "wd_mcp_desktop_token"
+	hs := httptest.NewServer(web.New(web.Config{Manager: f.Manager, Drive: svc, Token: daemon}).Handler())
+	t.Cleanup(hs.Close)
+	issue := func(role string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", hs.URL+"/v1/desktops/"+f.ID+"/tokens", strings.NewReader(`{"role": "`+role+`"}`))
+		req.Header.Set("Authorization", "Bearer "+daemon)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Token string }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("issue a %s token: %d %v", role, resp.StatusCode, err)
+		}
+		return out.Token
+	}
+	toolNames := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range tools.Tools {
+			names = append(names, tool.Name)
+		}
+		return strings.Join(names, " ")
+	}
+
+	if _, err := mcpSession(t, hs.URL+"/mcp", issue("view")); err == nil {
+		t.Error("a view token opened an MCP session: its tools would all drive")
+	}
+	for role, want := range map[string]string{
+		"control": "computer reset_desktop",
+		"shell":   "computer exec read_file reset_desktop write_file",
+	} {
+		cs, err := mcpSession(t, hs.URL+"/mcp", issue(role))
+		if err != nil {
+			t.Fatalf("a %s token: %v", role, err)
+		}
+		if got := toolNames(cs); got != want {
+			t.Errorf("a %s token's tools: %q, want %q", role, got, want)
+		}
+		// Bound from the start: no desktop_id needed.
+		res := callTool(t, cs, "computer", map[string]any{"action": "screenshot"})
+		if _, ok := firstImage(res); res.IsError || !ok {
+			t.Errorf("a %s token's screenshot: %s", role, text(res))
+		}
+		if res := callTool(t, cs, "computer", map[string]any{"action": "left_click", "coordinate": []int{10, 10}}); res.IsError {
+			t.Errorf("a %s token's click: %s", role, text(res))
+		}
+		res = callTool(t, cs, "computer", map[string]any{"action": "screenshot", "desktop_id": "d-another"})
+		if !res.IsError || !strings.Contains(text(res), "reaches only desktop "+f.ID) {
+			t.Errorf("a %s token naming another desktop: %v %s", role, res.IsError, text(res))
+		}
+		if role == "shell" {
+			if res := callTool(t, cs, "exec", map[string]any{"command": "echo hi"}); res.IsError || !strings.Contains(text(res), `"stdout":"hi\n"`) {
+				t.Errorf("a shell token's exec: %s", text(res))
+			}
+		}
+	}
+
+	// Revoked, the token no longer reaches /mcp, not even a session it
+	// opened before.
+	cs, err := mcpSession(t, hs.URL+"/mcp", issue("control"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("DELETE", hs.URL+"/v1/desktops/"+f.ID+"/tokens", nil)
+	req.Header.Set("Authorization", "Bearer "+daemon)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer callCancel()
+	if res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "computer", Arguments: map[string]any{"action": "screenshot"}}); err == nil && !res.IsError {
+		t.Error("a revoked token's session still takes screenshots")
+	}
+}
+
+func firstImage(res *mcp.CallToolResult) (*mcp.ImageContent, bool) {
+	for _, c := range res.Content {
+		if img, ok := c.(*mcp.ImageContent); ok {
+			return img, true
+		}
+	}
+	return nil, false
+}
