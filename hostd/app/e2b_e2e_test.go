@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,27 +47,13 @@ func runE2BExample(t *testing.T, cfg config.Serve, file string, tests int, env .
 		t.Fatalf("examples/e2b has no e2b SDK (scripts/setup runs npm ci there): %v", err)
 	}
 	h := openHost(t, cfg)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var passed []string
-	err = runNode(ctx, t, dir, append([]string{
+	runNodeTests(t, dir, append([]string{
 		"E2B_API_URL=" + h.srv.URL + "/e2b",
 		"E2B_SANDBOX_URL=" + h.srv.URL + "/e2b",
 		"E2B_API_KEY=e2b_" + h.a.Token,
-	}, env...), func(line string) {
-		t.Logf("e2b: %s", line)
-		if name, ok := strings.CutPrefix(line, "ok "); ok {
-			_, name, _ = strings.Cut(name, " - ")
-			passed = append(passed, name)
-		}
-	}, "--test", "--test-reporter=tap", file)
-	if err != nil {
-		t.Fatalf("the E2B example failed: %v", err)
-	}
-	if len(passed) != tests {
-		t.Errorf("tests passed: %q, want %d", passed, tests)
-	}
+	}, env...), file, tests, "e2b")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	if ds, err := h.c.Desktops(ctx); err != nil || len(ds) != 0 {
 		t.Errorf("sandboxes left after the example: %v %v", ds, err)
 	}

@@ -112,6 +112,28 @@ func runNode(ctx context.Context, t *testing.T, dir string, env []string, onLine
 	return cmd.Wait()
 }
 
+// runNodeTests runs one file of node tests (node --test) in dir and wants
+// exactly tests of them to pass; label prefixes their output in the log.
+func runNodeTests(t *testing.T, dir string, env []string, file string, tests int, label string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var passed []string
+	err := runNode(ctx, t, dir, env, func(line string) {
+		t.Logf("%s: %s", label, line)
+		if name, ok := strings.CutPrefix(line, "ok "); ok {
+			_, name, _ = strings.Cut(name, " - ")
+			passed = append(passed, name)
+		}
+	}, "--test", "--test-reporter=tap", file)
+	if err != nil {
+		t.Fatalf("%s: %s failed: %v", label, file, err)
+	}
+	if len(passed) != tests {
+		t.Errorf("%s: tests passed: %q, want %d", label, passed, tests)
+	}
+}
+
 // testWriter logs what a child writes on stderr.
 type testWriter struct{ t *testing.T }
 
