@@ -75,19 +75,26 @@ func (s *Service) devtoolsLink(id string) *devtoolsLink {
 	return l
 }
 
-// dropDevTools ends a desktop's session (the desktop is gone).
-func (s *Service) dropDevTools(id string) {
+// dropDevTools ends a desktop's session: whichever it has when keep is
+// nil (the desktop is gone), else only one opened on a machine other than
+// keep. A reset's event arrives after the reset has returned, so a client
+// may already have opened a session on the new machine: that one stays.
+func (s *Service) dropDevTools(id string, keep desktop.Machine) {
 	s.mu.Lock()
 	l := s.links[id]
-	delete(s.links, id)
-	s.mu.Unlock()
-	if l != nil {
-		l.mu.Lock()
-		if l.session != nil {
-			l.session.Close()
-		}
-		l.mu.Unlock()
+	if keep == nil {
+		delete(s.links, id)
 	}
+	s.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.session != nil && (keep == nil || l.machine != keep) {
+		l.session.Close()
+		l.session, l.machine = nil, nil
+	}
+	l.mu.Unlock()
 }
 
 // open returns the link's session on mach, opening one if there is none,

@@ -208,7 +208,11 @@ func (s *Service) handle(ctx context.Context, ev desktop.Event) {
 		s.mu.Lock()
 		delete(s.desks, id)
 		s.mu.Unlock()
-		s.dropDevTools(id)
+		var keep desktop.Machine
+		if ev.Type == desktop.EventReset {
+			keep, _, _ = s.mgr.Machine(ctx, id, false) // nil if it is gone since
+		}
+		s.dropDevTools(id, keep)
 	case desktop.EventControl:
 		s.mu.Lock()
 		d := s.desks[id]
