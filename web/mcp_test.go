@@ -238,8 +238,8 @@ func TestMCPWithADesktopsToken(t *testing.T) {
 		t.Error("a view token opened an MCP session: its tools would all drive")
 	}
 	for role, want := range map[string]string{
-		"control": "computer reset_desktop",
-		"shell":   "computer exec read_file reset_desktop write_file",
+		"control": "computer reset_desktop windows",
+		"shell":   "computer exec read_file reset_desktop windows write_file",
 	} {
 		cs, err := mcpSession(t, hs.URL+"/mcp", issue(role))
 		if err != nil {

@@ -102,6 +102,7 @@ func New(cfg Config) *Server {
 	v1.DELETE("/snapshots/:name", need(needDaemon), s.deleteSnapshot)
 	v1.GET("/events", need(needView), s.eventStream) // a per-desktop token sees its own
 	s.actionRoutes(v1)
+	s.windowRoutes(v1)
 	s.networkRoutes(v1)
 	s.volumeRoutes(v1)
 	s.devtoolsRoutes(v1)
