@@ -52,9 +52,8 @@ const (
 )
 
 // The guest's helpers. wmctrl speaks EWMH to the window manager (list,
-// activate, close, move and resize with StaticGravity, so the position is
-// the client area's and not the frame's); xdotool reads geometry (the
-// client area translated to the root window) and the active window.
+// activate, close, move and resize); xdotool reads geometry (the client
+// area translated to the root window) and the active window.
 // $1 is a window id this service checked; the helpers wait, polling at
 // windowPoll, up to $2 polls for the window manager to act.
 const (
@@ -69,13 +68,27 @@ printf '%s\n' "$list" | while read -r id ws pid class host title; do
 done`
 	windowGeometry = `geometry() { X= Y= WIDTH= HEIGHT=; eval "$(xdotool getwindowgeometry --shell "$1" 2>/dev/null)"; echo "$X $Y $WIDTH $HEIGHT"; }
 `
-	// windowPlace moves and resizes ($3..$6, -1 keeps a value), then waits
-	// until the geometry changes and prints it.
-	windowPlace = windowGeometry + `before=$(geometry "$1")
-wmctrl -i -r "$1" -e "10,$3,$4,$5,$6" || exit 3
-i=0
-now=$before
-while [ "$now" = "$before" ] && [ $i -lt "$2" ]; do sleep 0.02; i=$((i+1)); now=$(geometry "$1"); done
+	// windowPlace moves and resizes ($3..$6, -1 keeps a value), waits
+	// until the geometry changes and prints it. openbox puts its frame's
+	// corner, not the client area's, at the point asked (StaticGravity in
+	// the request made no difference), so a move that lands off by the
+	// frame's offset is made again by that offset. A first move that
+	// changes nothing (the frame was already there) waits out the bound.
+	windowPlace = windowGeometry + `settle() {
+  i=0; now=$3
+  while [ "$now" = "$3" ] && [ $i -lt "$2" ]; do sleep 0.02; i=$((i+1)); now=$(geometry "$1"); done
+  echo "$now"
+}
+before=$(geometry "$1")
+wmctrl -i -r "$1" -e "0,$3,$4,$5,$6" || exit 3
+now=$(settle "$1" "$2" "$before")
+if [ "$3" != -1 ]; then
+  set -- "$@" $now
+  if [ "$7" != "$3" ] || [ "$8" != "$4" ]; then
+    wmctrl -i -r "$1" -e "0,$(( $3 - ($7 - $3) )),$(( $4 - ($8 - $4) )),-1,-1" || exit 3
+    now=$(settle "$1" "$2" "$now")
+  fi
+fi
 echo "$now"`
 	windowFocus = `wmctrl -i -a "$1" || exit 3
 i=0

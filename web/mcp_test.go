@@ -159,6 +159,19 @@ func TestMCPOverStreamableHTTP(t *testing.T) {
 	if res := callTool(t, cs, "read_file", map[string]any{"path": "/root/none"}); !res.IsError {
 		t.Errorf("read_file of a missing file: %s", text(res))
 	}
+	// Windows, in the session's 640x400 space.
+	if res := callTool(t, cs, "windows", map[string]any{"action": "list"}); res.IsError || !strings.Contains(text(res), `"id":"0x01c0000d"`) || !strings.Contains(text(res), `"width":323`) {
+		t.Errorf("windows list: %s", text(res))
+	}
+	if res := callTool(t, cs, "windows", map[string]any{"action": "move", "window_id": "0x01c0000d", "x": 50, "y": 40}); res.IsError || !strings.Contains(text(res), `"x":50,"y":40`) {
+		t.Errorf("windows move: %s", text(res))
+	}
+	if res := callTool(t, cs, "windows", map[string]any{"action": "close"}); !res.IsError || !strings.Contains(text(res), "window_id") {
+		t.Errorf("windows close with no window: %v %s", res.IsError, text(res))
+	}
+	if res := callTool(t, cs, "windows", map[string]any{"action": "maximize", "window_id": "0x01c0000d"}); !res.IsError || !strings.Contains(text(res), "list, focus, close, move or resize") {
+		t.Errorf("windows maximize: %v %s", res.IsError, text(res))
+	}
 	if res := callTool(t, cs, "delete_desktop", map[string]any{"desktop_id": created.ID}); res.IsError {
 		t.Fatalf("delete_desktop: %s", text(res))
 	}

@@ -14,7 +14,8 @@ import (
 // service runs in a desktop as a Debian guest with X would: mv and rm for
 // uploads, xclip for the clipboard, xdotool for the pointer's position,
 // xmodmap and xdotool for typing text the US layout cannot (whose text it
-// decodes back, see Typed), and the wrapper of a streaming exec. Every
+// decodes back, see Typed), wmctrl and xdotool for the window list and
+// its operations (on Windows), and the wrapper of a streaming exec. Every
 // other program goes to Program.
 type Guest struct {
 	*desktoptest.Guest
@@ -29,12 +30,13 @@ type Guest struct {
 	clip    map[string]string
 	typed   []string
 	pointer *[2]int
+	wm      windowManager
 }
 
 // NewGuest returns a guest with no files and an empty clipboard, installed
 // on the fake driver (set it before the first desktop starts).
 func NewGuest(drv *desktoptest.Fake) *Guest {
-	g := &Guest{Guest: desktoptest.NewGuest(), clip: map[string]string{}}
+	g := &Guest{Guest: desktoptest.NewGuest(), clip: map[string]string{}, wm: newWindowManager()}
 	for _, dir := range []string{"/tmp", "/root", "/home", "/home/user"} {
 		g.MkDir(dir)
 	}
@@ -100,6 +102,10 @@ func (g *Guest) run(ctx context.Context, c desktoptest.GuestCmd) (desktoptest.Gu
 			return failed(1, "Can't open display")
 		}
 		return ok(fmt.Sprintf("X=%d\nY=%d\nSCREEN=0\nWINDOW=1\n", p[0], p[1]))
+	case strings.Contains(script, "wmctrl"):
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.wm.run(script, args)
 	case strings.Contains(script, "xmodmap -pke"):
 		return ok("200\n201\n202\n203\n")
 	case strings.Contains(script, "xdotool key"):

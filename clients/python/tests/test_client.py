@@ -87,6 +87,23 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(first["parts"][0]["inlineData"]["mimeType"], "image/png")
         self.assertIn("not supported", parts[1]["functionResponse"]["response"]["error"])
 
+    def test_windows(self):
+        wins = self.desk.windows()
+        self.assertGreaterEqual(len(wins), 1)
+        win = wins[0]
+        self.assertTrue(win.id.startswith("0x"))
+        moved = self.desk.move_window(win.id, 100, 80)
+        self.assertEqual((moved.id, moved.x, moved.y), (win.id, 100, 80))
+        # A window may keep whole character cells: at most what was asked.
+        sized = self.desk.resize_window(win.id, 400, 300)
+        self.assertTrue(380 <= sized.width <= 400 and 280 <= sized.height <= 300, sized)
+        half = self.desk.windows(display=(self.desk.screen[0] // 2, self.desk.screen[1] // 2))
+        self.assertEqual((half[0].x, half[0].y), (50, 40))
+        self.assertTrue(self.desk.focus_window(win.id).focused)
+        with self.assertRaises(WarmdeskError) as e:
+            self.desk.close_window("not-a-window")
+        self.assertEqual((e.exception.status, e.exception.field), (400, "window"))
+
     def test_files_and_exec(self):
         self.assertEqual(self.desk.write_file("/root/py.txt", "from python"), 11)
         self.assertEqual(self.desk.read_file("/root/py.txt"), b"from python")

@@ -1,5 +1,5 @@
 """A Python client for warmdesk's hostd: desktops, screenshots, actions, the
-vendors' computer-use adapters, exec and files.
+vendors' computer-use adapters, windows, exec and files.
 
 Standard library only. Every failure of the API raises WarmdeskError with
 the API's code, field and message.
@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["Client", "Desktop", "ExecResult", "WarmdeskError"]
+__all__ = ["Client", "Desktop", "ExecResult", "Window", "WarmdeskError"]
 
 DEFAULT_STATE_DIR = "/var/lib/warmdesk"
 
@@ -48,6 +48,30 @@ class ExecResult:
     stderr: str
     timed_out: bool = False
     duration_ms: float = 0.0
+
+
+@dataclass
+class Window:
+    """A top-level window. Geometry is the content area (inside the window
+    manager's frame), in native pixels or the display the call declared."""
+
+    id: str
+    title: str
+    class_: str
+    instance: str
+    pid: int
+    workspace: int
+    x: int
+    y: int
+    width: int
+    height: int
+    focused: bool
+
+    @staticmethod
+    def _of(d: Mapping[str, Any]) -> "Window":
+        return Window(id=d["id"], title=d.get("title", ""), class_=d.get("class", ""), instance=d.get("instance", ""),
+                      pid=d.get("pid", 0), workspace=d.get("workspace", 0), x=d["x"], y=d["y"],
+                      width=d["width"], height=d["height"], focused=d.get("focused", False))
 
 
 @dataclass
@@ -167,6 +191,33 @@ class Desktop:
         out = self.client._call("PUT", self._path("/files?" + urllib.parse.urlencode({"path": path})), data=data)
         return out["bytes"]
 
+    # --- windows ------------------------------------------------------
+
+    def windows(self, display: Display = None) -> list:
+        """The desktop's top-level windows, oldest first, as Window."""
+        q = _display_query(display, "display_width", "display_height")
+        return [Window._of(w) for w in self.client._call("GET", self._path("/windows" + q))["windows"]]
+
+    def focus_window(self, window_id: str, display: Display = None) -> Window:
+        q = _display_query(display, "display_width", "display_height")
+        return Window._of(self.client._call("POST", self._window_path(window_id, "focus") + q))
+
+    def close_window(self, window_id: str) -> bool:
+        """Asks a window to close; False if it is still open a few seconds
+        later (it may be asking to confirm)."""
+        return self.client._call("POST", self._window_path(window_id, "close"))["closed"]
+
+    def move_window(self, window_id: str, x: int, y: int, display: Display = None) -> Window:
+        body = {"x": x, "y": y, **_display_body(display)}
+        return Window._of(self.client._call("POST", self._window_path(window_id, "move"), body))
+
+    def resize_window(self, window_id: str, width: int, height: int, display: Display = None) -> Window:
+        body = {"width": width, "height": height, **_display_body(display)}
+        return Window._of(self.client._call("POST", self._window_path(window_id, "resize"), body))
+
+    def _window_path(self, window_id: str, op: str) -> str:
+        return self._path("/windows/" + urllib.parse.quote(window_id, safe="") + "/" + op)
+
     def _op(self, op: str) -> "Desktop":
         return self.client._desktop(self.client._call("POST", self._path("/" + op)))
 
@@ -178,6 +229,12 @@ def _display_query(display: Display, w: str, h: str) -> str:
     if not display:
         return ""
     return "?" + urllib.parse.urlencode({w: display[0], h: display[1]})
+
+
+def _display_body(display: Display) -> dict:
+    if not display:
+        return {}
+    return {"display_width": display[0], "display_height": display[1]}
 
 
 class Client:
