@@ -1,6 +1,7 @@
 // The MCP TypeScript SDK's own client, unmodified, against hostd's /mcp
 // (streamable HTTP): the tools it lists, a desktop created, a click, text
-// typed into its xterm and read back, a screenshot, the desktop deleted.
+// typed into its xterm and read back, a screenshot, its window listed, the
+// desktop deleted.
 //   WARMDESK_URL=http://127.0.0.1:8787 WARMDESK_TOKEN=$(cat /var/lib/warmdesk/token) npm test
 // (WARMDESK_SNAPSHOT names the snapshot to create from; default minimal.)
 import { test } from 'node:test'
@@ -17,7 +18,7 @@ test('the TypeScript SDK lists the tools, creates a desktop, clicks, types and s
   try {
     const { tools } = await client.listTools()
     const names = tools.map(t => t.name).sort()
-    for (const want of ['computer', 'create_desktop', 'delete_desktop', 'exec', 'list_desktops', 'read_file', 'reset_desktop', 'write_file']) {
+    for (const want of ['computer', 'create_desktop', 'delete_desktop', 'exec', 'list_desktops', 'read_file', 'reset_desktop', 'windows', 'write_file']) {
       assert.ok(names.includes(want), `no ${want} in ${names}`)
     }
     const computer = tools.find(t => t.name === 'computer')
@@ -55,6 +56,13 @@ test('the TypeScript SDK lists the tools, creates a desktop, clicks, types and s
       assert.ok(!read.isError, JSON.stringify(read.content))
       const text = read.structuredContent.stdout
       assert.equal(text, 'naïve café\n')
+
+      // Its window, in the same 1024x640 coordinates.
+      const wins = await client.callTool({ name: 'windows', arguments: { action: 'list' } })
+      assert.ok(!wins.isError, JSON.stringify(wins.content))
+      const term = wins.structuredContent.windows.find(w => w.class === 'XTerm')
+      assert.ok(term && term.focused, JSON.stringify(wins.structuredContent))
+      assert.ok(term.x >= 0 && term.x + term.width <= 1024 && term.y + term.height <= 640, JSON.stringify(term))
 
       const other = await client.callTool({ name: 'computer', arguments: { action: 'left_click', coordinate: [2000, 10] } })
       assert.ok(other.isError, 'a click off the 1024x640 display is a tool error')
