@@ -1,7 +1,8 @@
 // Package agentmcp is warmdesk's MCP server: tools that create, list, reset
 // and delete desktops, drive them with the computer tool's input (the one
 // Anthropic's models emit, which most models know), list and arrange their
-// windows, run commands and read and write files. Every tool calls hostd's HTTP API with the caller's own
+// windows, read their accessibility tree, run commands and read and write
+// files. Every tool calls hostd's HTTP API with the caller's own
 // token, so MCP clients get exactly the API's access model, errors and the
 // drive service's input guarantees; nothing here drives a desktop itself.
 //
@@ -62,7 +63,8 @@ type Options struct {
 type Reach int
 
 const (
-	// ReachControl offers computer, windows and reset_desktop.
+	// ReachControl offers computer, windows, accessibility and
+	// reset_desktop.
 	ReachControl Reach = iota + 1
 	// ReachShell adds exec, read_file and write_file.
 	ReachShell
@@ -110,6 +112,7 @@ func NewServer(o Options) *mcp.Server {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription}, s.computer)
 	mcp.AddTool(srv, &mcp.Tool{Name: "windows", Description: windowsDescription}, s.windows)
+	mcp.AddTool(srv, &mcp.Tool{Name: "accessibility", Description: accessibilityDescription}, s.accessibility)
 	if shell {
 		mcp.AddTool(srv, &mcp.Tool{Name: "exec", Description: "Run a shell command line (sh -c) in the desktop as root and return its exit code, stdout and stderr."}, s.exec)
 		mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of the desktop (absolute path). Text comes back as text, other bytes as base64; at most 256 KiB."}, s.readFile)

@@ -2,6 +2,7 @@ package agentmcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -83,4 +84,43 @@ func (s *session) windows(ctx context.Context, req *mcp.CallToolRequest, in Wind
 		return nil, WindowsOutput{}, apiError("windows "+in.Action, err)
 	}
 	return nil, out, nil
+}
+
+const accessibilityDescription = "Read the accessibility tree (AT-SPI) of the desktop's active window, or of every " +
+	"application (scope screen): each node's role, name, states, bounds [x, y, width, height] and, for editable text, " +
+	"value. Useful to find a control by its name and click the middle of its bounds. Bounds are pixels of the " +
+	"screenshots the computer tool returns. Only images with an accessibility bus have a tree (the browser image); " +
+	"a terminal exposes none."
+
+// AccessibilityInput is the accessibility tool's input.
+type AccessibilityInput struct {
+	DesktopRef
+	Scope    string `json:"scope,omitempty" jsonschema:"focused (the active window, the default) or screen (every application)"`
+	MaxNodes int    `json:"max_nodes,omitempty" jsonschema:"at most this many nodes (default 500); the answer counts what it left out"`
+	MaxDepth int    `json:"max_depth,omitempty" jsonschema:"at most this many levels (default 40)"`
+}
+
+// accessibility answers the tree as JSON text: a recursive type has no
+// output schema the SDK can derive.
+func (s *session) accessibility(ctx context.Context, req *mcp.CallToolRequest, in AccessibilityInput) (*mcp.CallToolResult, any, error) {
+	c, err := s.opts.Client(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := s.desktop(in.DesktopRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	tree, err := c.Accessibility(ctx, id, client.AXQuery{
+		Scope: in.Scope, MaxDepth: in.MaxDepth, MaxNodes: in.MaxNodes,
+		Display: client.Display{Width: s.opts.DisplayWidth, Height: s.opts.DisplayHeight},
+	})
+	if err != nil {
+		return nil, nil, apiError("accessibility", err)
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 }

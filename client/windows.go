@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/warmdesk/warmdesk/api"
 )
@@ -59,5 +60,38 @@ func (c *Client) MoveWindow(ctx context.Context, id, win string, x, y int, d Dis
 func (c *Client) ResizeWindow(ctx context.Context, id, win string, width, height int, d Display) (api.Window, error) {
 	var out api.Window
 	err := c.Do(ctx, http.MethodPost, windowPath(id, win, "resize"), api.WindowPlacement{Width: &width, Height: &height, DisplayWidth: d.Width, DisplayHeight: d.Height}, &out)
+	return out, err
+}
+
+// AXQuery asks for a walk of the accessibility tree: Scope "focused" (the
+// default) or "screen"; zero limits take the server's defaults.
+type AXQuery struct {
+	Scope              string
+	MaxDepth, MaxNodes int
+	Display            Display
+}
+
+// Accessibility walks a desktop's accessibility tree.
+func (c *Client) Accessibility(ctx context.Context, id string, q AXQuery) (api.AXTree, error) {
+	v := url.Values{}
+	if q.Scope != "" {
+		v.Set("scope", q.Scope)
+	}
+	if q.MaxDepth != 0 {
+		v.Set("max_depth", strconv.Itoa(q.MaxDepth))
+	}
+	if q.MaxNodes != 0 {
+		v.Set("max_nodes", strconv.Itoa(q.MaxNodes))
+	}
+	if q.Display.Width != 0 || q.Display.Height != 0 {
+		v.Set("display_width", strconv.Itoa(q.Display.Width))
+		v.Set("display_height", strconv.Itoa(q.Display.Height))
+	}
+	path := desktopPath(id, "/accessibility")
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out api.AXTree
+	err := c.Do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }

@@ -114,8 +114,13 @@ var basePackages = []string{
 	"fonts-dejavu-core", "fonts-wqy-microhei",
 }
 
-// python3-minimal runs the DevTools bridge (guest/cdp-bridge).
-var browserPackages = []string{"chromium", "fonts-liberation", "fonts-noto-color-emoji", "python3-minimal"}
+// python3-minimal runs the DevTools bridge (guest/cdp-bridge). The
+// accessibility bus (at-spi2-core, on a D-Bus session of its own) and
+// libatspi's Python bindings serve the accessibility tree (guest/a11y-tree).
+var browserPackages = []string{
+	"chromium", "fonts-liberation", "fonts-noto-color-emoji", "python3-minimal",
+	"at-spi2-core", "dbus-daemon", "dbus-session-bus-common", "dbus-bin", "python3-gi", "gir1.2-atspi-2.0",
+}
 
 // guestCmdline boots the guest's own kernel with warmdesk's init as PID 1:
 // no init system, so the desktop is up in seconds even under TCG.
@@ -139,7 +144,7 @@ func NewRecipe(flavor string, width, height int) (Recipe, error) {
 	case FlavorMinimal:
 	case FlavorBrowser:
 		r.AptPackages = append(r.AptPackages, browserPackages...)
-		apps = append(apps, "20-chromium")
+		apps = append(apps, "15-a11y", "20-chromium")
 	default:
 		return Recipe{}, fmt.Errorf("flavor %q: use %s or %s", flavor, FlavorMinimal, FlavorBrowser)
 	}
@@ -198,7 +203,8 @@ func guestFileList(width, height int, apps []string, browser bool) ([]File, erro
 	if browser {
 		copies = append(copies,
 			guestFile{"start.html", "/usr/local/share/warmdesk/start.html", 0o644},
-			guestFile{"cdp-bridge", "/usr/local/lib/warmdesk/cdp-bridge", 0o755})
+			guestFile{"cdp-bridge", "/usr/local/lib/warmdesk/cdp-bridge", 0o755},
+			guestFile{"a11y-tree", "/usr/local/lib/warmdesk/a11y-tree", 0o755})
 	}
 	for _, f := range copies {
 		content, err := read(f.src)

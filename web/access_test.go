@@ -75,6 +75,7 @@ var routeAccess = map[string]access{
 	"PUT /v1/desktops/:id/clipboard":               needControl,
 	"GET /v1/desktops/:id/windows":                 needControl,
 	"POST /v1/desktops/:id/windows/:window/:op":    needControl,
+	"GET /v1/desktops/:id/accessibility":           needControl,
 	"GET /v1/desktops/:id/network":                 needView,
 	"PUT /v1/desktops/:id/network":                 needDaemon,
 	// Volumes hold every desktop's workspace: the host's business.

@@ -166,6 +166,9 @@ func TestMCPOverStreamableHTTP(t *testing.T) {
 	if res := callTool(t, cs, "windows", map[string]any{"action": "move", "window_id": "0x01c0000d", "x": 50, "y": 40}); res.IsError || !strings.Contains(text(res), `"x":50,"y":40`) {
 		t.Errorf("windows move: %s", text(res))
 	}
+	if res := callTool(t, cs, "accessibility", nil); !res.IsError || !strings.Contains(text(res), "no accessibility bus") {
+		t.Errorf("accessibility on an image without the bus: %v %s", res.IsError, text(res))
+	}
 	if res := callTool(t, cs, "windows", map[string]any{"action": "close"}); !res.IsError || !strings.Contains(text(res), "window_id") {
 		t.Errorf("windows close with no window: %v %s", res.IsError, text(res))
 	}
@@ -251,8 +254,8 @@ func TestMCPWithADesktopsToken(t *testing.T) {
 		t.Error("a view token opened an MCP session: its tools would all drive")
 	}
 	for role, want := range map[string]string{
-		"control": "computer reset_desktop windows",
-		"shell":   "computer exec read_file reset_desktop windows write_file",
+		"control": "accessibility computer reset_desktop windows",
+		"shell":   "accessibility computer exec read_file reset_desktop windows write_file",
 	} {
 		cs, err := mcpSession(t, hs.URL+"/mcp", issue(role))
 		if err != nil {

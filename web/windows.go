@@ -1,8 +1,10 @@
 package web
 
 import (
+	"fmt"
 	"image"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -10,12 +12,14 @@ import (
 	"github.com/warmdesk/warmdesk/drive"
 )
 
-// windowRoutes registers the window list and its operations. They drive
-// the desktop as input does (focus and close change what an agent's keys
-// reach), so they need the control role.
+// windowRoutes registers the window list and its operations, and the
+// accessibility tree. They need the control role: focus and close change
+// what an agent's keys reach, and the tree holds text a screenshot does
+// not show (scrolled out of view, in fields of other windows).
 func (s *Server) windowRoutes(g *gin.RouterGroup) {
 	g.GET("/desktops/:id/windows", need(needControl), s.getWindows)
 	g.POST("/desktops/:id/windows/:window/:op", need(needControl), s.postWindowOp)
+	g.GET("/desktops/:id/accessibility", need(needControl), s.getAccessibility)
 }
 
 // windowDisplay reads the declared display of a window request's query.
@@ -112,4 +116,31 @@ func apiWindow(w drive.Window) api.Window {
 		ID: w.ID, Title: w.Title, Class: w.Class, Instance: w.Instance, PID: w.PID, Workspace: w.Workspace,
 		X: w.X, Y: w.Y, Width: w.Width, Height: w.Height, Focused: w.Focused,
 	}
+}
+
+func (s *Server) getAccessibility(c *gin.Context) {
+	display, ok := windowDisplay(c)
+	if !ok {
+		return
+	}
+	o := drive.AXOptions{Scope: c.Query("scope"), Display: display}
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"max_depth", &o.MaxDepth}, {"max_nodes", &o.MaxNodes}} {
+		if raw := c.Query(p.name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				badRequest(c, p.name, fmt.Sprintf("%s %q: give a whole number", p.name, raw))
+				return
+			}
+			*p.v = n
+		}
+	}
+	tree, err := s.cfg.Drive.Accessibility(c.Request.Context(), c.Param("id"), o)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, tree)
 }

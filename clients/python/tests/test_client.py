@@ -104,6 +104,19 @@ class ClientTest(unittest.TestCase):
             self.desk.close_window("not-a-window")
         self.assertEqual((e.exception.status, e.exception.field), (400, "window"))
 
+    def test_accessibility(self):
+        try:
+            tree = self.desk.accessibility(max_nodes=50)
+        except WarmdeskError as e:
+            # An image without the accessibility bus (minimal) says so.
+            self.assertEqual(e.status, 409)
+            self.assertIn("accessibility bus", e.message)
+            return
+        self.assertLessEqual(tree["nodes"], 50)
+        with self.assertRaises(WarmdeskError) as e:
+            self.desk.accessibility(scope="window")
+        self.assertEqual((e.exception.status, e.exception.field), (400, "scope"))
+
     def test_files_and_exec(self):
         self.assertEqual(self.desk.write_file("/root/py.txt", "from python"), 11)
         self.assertEqual(self.desk.read_file("/root/py.txt"), b"from python")

@@ -215,6 +215,20 @@ class Desktop:
         body = {"width": width, "height": height, **_display_body(display)}
         return Window._of(self.client._call("POST", self._window_path(window_id, "resize"), body))
 
+    def accessibility(self, scope: str = "focused", max_nodes: Optional[int] = None,
+                      max_depth: Optional[int] = None, display: Display = None) -> dict:
+        """The accessibility tree (AT-SPI) of the active window, or of every
+        application with scope="screen": {"root": node, "nodes", "left_out",
+        "note"}; a node has role, name, states, bounds, value, children."""
+        q = {"scope": scope}
+        if max_nodes is not None:
+            q["max_nodes"] = max_nodes
+        if max_depth is not None:
+            q["max_depth"] = max_depth
+        if display:
+            q["display_width"], q["display_height"] = display
+        return self.client._call("GET", self._path("/accessibility?" + urllib.parse.urlencode(q)))
+
     def _window_path(self, window_id: str, op: str) -> str:
         return self._path("/windows/" + urllib.parse.quote(window_id, safe="") + "/" + op)
 
