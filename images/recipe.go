@@ -108,9 +108,9 @@ var basePackages = []string{
 	"xserver-xorg-core", "xserver-xorg-input-libinput", "x11-xserver-utils",
 	"openbox", "xterm",
 	"xdotool", "xclip", // the guest side of input: Unicode text, clipboard
-	"wmctrl",                             // the window list and its operations (EWMH, which openbox speaks)
 	"curl", "ca-certificates", "busybox", // for agents and tests on a desktop with network (busybox httpd serves a port)
 	"qemu-guest-agent",
+	"wmctrl", // the window list and its operations (EWMH, which openbox speaks)
 	"fonts-dejavu-core", "fonts-wqy-microhei",
 }
 
