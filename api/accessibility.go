@@ -29,6 +29,10 @@ type AXTree struct {
 	Nodes       int     `json:"nodes"`
 	// LeftOut counts children not walked (past max_depth or max_nodes);
 	// Note says so in words, or that no window is active.
-	LeftOut int    `json:"left_out"`
-	Note    string `json:"note,omitempty"`
+	LeftOut int `json:"left_out"`
+	// NotShowing counts nodes left out because they are not on the screen
+	// (hidden menus and panels, content scrolled away), unless the request
+	// asked for hidden ones.
+	NotShowing int    `json:"not_showing"`
+	Note       string `json:"note,omitempty"`
 }

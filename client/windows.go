@@ -68,7 +68,9 @@ func (c *Client) ResizeWindow(ctx context.Context, id, win string, width, height
 type AXQuery struct {
 	Scope              string
 	MaxDepth, MaxNodes int
-	Display            Display
+	// Hidden includes nodes not showing on the screen.
+	Hidden  bool
+	Display Display
 }
 
 // Accessibility walks a desktop's accessibility tree.
@@ -82,6 +84,9 @@ func (c *Client) Accessibility(ctx context.Context, id string, q AXQuery) (api.A
 	}
 	if q.MaxNodes != 0 {
 		v.Set("max_nodes", strconv.Itoa(q.MaxNodes))
+	}
+	if q.Hidden {
+		v.Set("hidden", "true")
 	}
 	if q.Display.Width != 0 || q.Display.Height != 0 {
 		v.Set("display_width", strconv.Itoa(q.Display.Width))

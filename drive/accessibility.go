@@ -21,6 +21,8 @@ type AXOptions struct {
 	Scope    string
 	MaxDepth int
 	MaxNodes int
+	// Hidden includes nodes that are not showing on the screen.
+	Hidden bool
 	// Display is the declared coordinate space of the bounds; zero is
 	// native pixels.
 	Display image.Point
@@ -79,12 +81,16 @@ func (s *Service) Accessibility(ctx context.Context, id string, o AXOptions) (ap
 	if err != nil {
 		return api.AXTree{}, err
 	}
+	hidden := "0"
+	if o.Hidden {
+		hidden = "1"
+	}
 	ctx, cancel := context.WithTimeout(ctx, axTimeout+agentMargin)
 	defer cancel()
 	res, err := s.exec(ctx, id, ExecRequest{
 		Path: "/bin/sh", Args: []string{"-c", `export DISPLAY=${DISPLAY:-:0}
 [ -x "$0" ] || { echo "no accessibility walker" >&2; exit 127; }
-exec python3 "$0" "$@"`, axScript, o.Scope, strconv.Itoa(o.MaxDepth), strconv.Itoa(o.MaxNodes)},
+exec python3 -W ignore "$0" "$@"`, axScript, o.Scope, strconv.Itoa(o.MaxDepth), strconv.Itoa(o.MaxNodes), hidden},
 		Timeout: axTimeout, MaxOutput: desktop.DefaultMaxOutput,
 	})
 	switch {

@@ -9,7 +9,7 @@ import (
 
 // walked is the walker's output for a Chromium window with a button, cut
 // at max_nodes.
-const walked = `{"scope":"focused","application":"Chromium","root":{"role":"frame","name":"A page - Chromium","states":["active","showing","visible"],"bounds":[0,0,1280,800],"children":[{"role":"push button","name":"Press me","states":["focusable","showing"],"bounds":[100,200,80,30]},{"role":"entry","name":"","states":["editable","focused"],"bounds":[100,300,200,24],"value":"typed"}],"children_left_out":3},"nodes":3,"left_out":3}`
+const walked = `{"scope":"focused","application":"Chromium","root":{"role":"frame","name":"A page - Chromium","states":["active","showing","visible"],"bounds":[0,0,1280,800],"children":[{"role":"push button","name":"Press me","states":["focusable","showing"],"bounds":[100,200,80,30]},{"role":"entry","name":"","states":["editable","focused"],"bounds":[100,300,200,24],"value":"typed"}],"children_left_out":3},"nodes":3,"left_out":3,"not_showing":0}`
 
 func TestParseAXTree(t *testing.T) {
 	tree, err := parseAXTree([]byte(walked))

@@ -124,6 +124,14 @@ func (s *Server) getAccessibility(c *gin.Context) {
 		return
 	}
 	o := drive.AXOptions{Scope: c.Query("scope"), Display: display}
+	switch h := c.Query("hidden"); h {
+	case "", "false", "0":
+	case "true", "1":
+		o.Hidden = true
+	default:
+		badRequest(c, "hidden", fmt.Sprintf("hidden %q: use true or false", h))
+		return
+	}
 	for _, p := range []struct {
 		name string
 		v    *int

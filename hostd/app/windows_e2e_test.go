@@ -119,6 +119,10 @@ func TestWindowsEndToEnd(t *testing.T) {
 	if err := s.c.Do(ctx, "POST", "/v1/desktops/"+s.id+"/windows/"+term.ID+"/maximize", nil, nil); !errors.As(err, &ce) || ce.Status != 404 {
 		t.Errorf("an unknown operation: %v, want 404", err)
 	}
+	// The minimal image has no accessibility bus, and says so.
+	if _, err := s.c.Accessibility(ctx, s.id, client.AXQuery{}); !errors.As(err, &ce) || ce.Status != 409 || !strings.Contains(ce.Message, "accessibility bus") {
+		t.Errorf("the accessibility tree of a minimal desktop: %v, want 409", err)
+	}
 }
 
 func abs(v int) int { return max(v, -v) }

@@ -216,11 +216,14 @@ class Desktop:
         return Window._of(self.client._call("POST", self._window_path(window_id, "resize"), body))
 
     def accessibility(self, scope: str = "focused", max_nodes: Optional[int] = None,
-                      max_depth: Optional[int] = None, display: Display = None) -> dict:
+                      max_depth: Optional[int] = None, hidden: bool = False, display: Display = None) -> dict:
         """The accessibility tree (AT-SPI) of the active window, or of every
         application with scope="screen": {"root": node, "nodes", "left_out",
-        "note"}; a node has role, name, states, bounds, value, children."""
-        q = {"scope": scope}
+        "not_showing", "note"}; a node has role, name, states, bounds, value,
+        children. hidden=True keeps nodes that are not on the screen."""
+        q: dict = {"scope": scope}
+        if hidden:
+            q["hidden"] = "true"
         if max_nodes is not None:
             q["max_nodes"] = max_nodes
         if max_depth is not None:
