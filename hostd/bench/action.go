@@ -98,6 +98,9 @@ func (e *env) actionSuite(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("recording: %w", err)
 	}
+	if err := e.windowsAndTree(ctx, svc, d.ID); err != nil {
+		return err
+	}
 	if err := e.clickTypeSuite(ctx, srv.URL, token); err != nil {
 		return err
 	}
