@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
+	"strings"
 )
 
 // Anthropic's GA computer toolset (computer_toolset_20260801) has a model
@@ -106,10 +108,73 @@ func DecodeAnthropicUse(u AnthropicToolUse) (AnthropicCall, error) {
 // is made of: the batch's result, the picture, warnings, and the failure.
 type AnthropicRun func(call AnthropicCall) (BatchResult, *Image, []string, error)
 
+// anthropicToolsetPrefix starts the type of the GA computer toolset's
+// tools entry (computer_toolset_20260801).
+const anthropicToolsetPrefix = "computer_toolset_"
+
+// DecodeAnthropicToolset reads the tools entries a turn body may carry
+// beside its content ({"content": [...], "tools": [...]}, the request's
+// own tools array) and returns the toolset members its configs turn off
+// ({"zoom": {"enabled": false}}). Other tools' entries are skipped. A
+// config for a name that is not a member, or a key other than enabled,
+// is an error naming it, as the Messages API rejects it.
+func DecodeAnthropicToolset(body []byte) (disabled map[string]bool, err error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return nil, nil
+	}
+	var msg struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return nil, &ValidationError{Field: "tools", Reason: "a list of tools entries: " + err.Error()}
+	}
+	for i, raw := range msg.Tools {
+		var entry struct {
+			Type    string                     `json:"type"`
+			Configs map[string]json.RawMessage `json:"configs"`
+		}
+		if err := json.Unmarshal(raw, &entry); err != nil {
+			return nil, &ValidationError{Field: fmt.Sprintf("tools[%d]", i), Reason: "not a tools entry: " + err.Error()}
+		}
+		if !strings.HasPrefix(entry.Type, anthropicToolsetPrefix) {
+			continue
+		}
+		members := make([]string, 0, len(entry.Configs))
+		for m := range entry.Configs {
+			members = append(members, m)
+		}
+		sort.Strings(members)
+		for _, m := range members {
+			field := fmt.Sprintf("tools[%d].configs.%s", i, m)
+			if !slices.Contains(anthropicActions(), m) {
+				return nil, &ValidationError{Field: field, Reason: fmt.Sprintf("%q is not a member of the computer toolset: use one of %s", m, strings.Join(anthropicActions(), ", "))}
+			}
+			var cfg struct {
+				Enabled *bool `json:"enabled"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(entry.Configs[m]))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&cfg); err != nil {
+				return nil, &ValidationError{Field: field, Reason: `a member's config is {"enabled": true|false}: ` + err.Error()}
+			}
+			if cfg.Enabled != nil && !*cfg.Enabled {
+				if disabled == nil {
+					disabled = map[string]bool{}
+				}
+				disabled[m] = true
+			}
+		}
+	}
+	return disabled, nil
+}
+
 // RunAnthropicTurn runs a turn's calls in order with run, stopping at the
 // first that fails to decode or to run, and returns a tool_result for
 // every call, in order. failed is the index of the call that failed, or -1.
-func RunAnthropicTurn(uses []AnthropicToolUse, run AnthropicRun) (results []AnthropicToolResult, failed int) {
+// A call of a member in disabled (the toolset's configs turned it off)
+// fails without running.
+func RunAnthropicTurn(uses []AnthropicToolUse, disabled map[string]bool, run AnthropicRun) (results []AnthropicToolResult, failed int) {
 	failed = -1
 	for i, u := range uses {
 		if failed >= 0 {
@@ -119,7 +184,13 @@ func RunAnthropicTurn(uses []AnthropicToolUse, run AnthropicRun) (results []Anth
 			})
 			continue
 		}
-		call, err := DecodeAnthropicUse(u)
+		var call AnthropicCall
+		var err error
+		if disabled[u.Name] {
+			err = &ValidationError{Field: "name", Reason: fmt.Sprintf("%s is turned off in this toolset's configs", u.Name)}
+		} else {
+			call, err = DecodeAnthropicUse(u)
+		}
 		var res BatchResult
 		var img *Image
 		var warnings []string

@@ -66,7 +66,7 @@ func TestRunAnthropicTurnStopsAtFirstFailure(t *testing.T) {
 		ran = append(ran, call.Action)
 		return BatchResult{}, &Image{MediaType: "image/png", Data: []byte("png")}, []string{"keys sent unconfirmed"}, nil
 	}
-	results, failed := RunAnthropicTurn(uses, run)
+	results, failed := RunAnthropicTurn(uses, nil, run)
 	if failed != 1 || len(results) != 3 || strings.Join(ran, ",") != "left_click" {
 		t.Fatalf("failed %d, %d results, ran %v", failed, len(results), ran)
 	}
@@ -85,11 +85,71 @@ func TestRunAnthropicTurnStopsAtFirstFailure(t *testing.T) {
 	  {"type": "tool_use", "id": "a", "name": "key", "input": {"text": "Return"}},
 	  {"type": "tool_use", "id": "b", "name": "key", "input": {"text": "Tab"}}]`))
 	ran = nil
-	results, failed = RunAnthropicTurn(uses, func(call AnthropicCall) (BatchResult, *Image, []string, error) {
+	results, failed = RunAnthropicTurn(uses, nil, func(call AnthropicCall) (BatchResult, *Image, []string, error) {
 		ran = append(ran, call.Action)
 		return BatchResult{}, nil, nil, errors.New("a person took control")
 	})
 	if failed != 0 || len(ran) != 1 || !results[0].IsError || results[1].Content[0].Text != AnthropicNotExecuted {
 		t.Errorf("failed %d, ran %v, results %+v", failed, ran, results)
 	}
+}
+
+func TestAnthropicToolsetConfigs(t *testing.T) {
+	body := []byte(`{"role": "assistant", "content": [
+	  {"type": "tool_use", "id": "a", "name": "left_click", "input": {"coordinate": [10, 20]}},
+	  {"type": "tool_use", "id": "b", "name": "zoom", "input": {"region": [0, 0, 10, 10]}},
+	  {"type": "tool_use", "id": "c", "name": "type", "input": {"text": "never"}}],
+	  "tools": [{"type": "bash_20250124", "name": "bash"},
+	            {"type": "computer_toolset_20260801", "configs": {"zoom": {"enabled": false}, "wait": {"enabled": true}}}]}`)
+	disabled, err := DecodeAnthropicToolset(body)
+	if err != nil || len(disabled) != 1 || !disabled["zoom"] {
+		t.Fatalf("disabled %v, %v: want zoom alone", disabled, err)
+	}
+	uses, _, err := DecodeAnthropicTurn(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	results, failed := RunAnthropicTurn(uses, disabled, func(call AnthropicCall) (BatchResult, *Image, []string, error) {
+		ran = append(ran, call.Action)
+		return BatchResult{}, nil, nil, nil
+	})
+	if failed != 1 || strings.Join(ran, ",") != "left_click" || !strings.Contains(results[1].Content[0].Text, "zoom is turned off") || results[2].Content[0].Text != AnthropicNotExecuted {
+		t.Errorf("failed %d, ran %v, results %+v", failed, ran, results)
+	}
+
+	for _, c := range []struct{ body, field string }{
+		{`{"content": [], "tools": [{"type": "computer_toolset_20260801", "configs": {"teleport": {"enabled": false}}}]}`, "tools[0].configs.teleport"},
+		{`{"content": [], "tools": [{"type": "computer_toolset_20260801", "configs": {"zoom": {"enabled": false, "scale": 2}}}]}`, "tools[0].configs.zoom"},
+		{`{"content": [], "tools": [{"type": "computer_toolset_20260801", "configs": {"zoom": false}}]}`, "tools[0].configs.zoom"},
+		{`{"content": [], "tools": "computer"}`, "tools"},
+		{`{"content": [], "tools": [7]}`, "tools[0]"},
+	} {
+		_, err := DecodeAnthropicToolset([]byte(c.body))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field {
+			t.Errorf("%s: %v, want an error on %s", c.body, err, c.field)
+		}
+	}
+	for _, none := range []string{`[{"type": "text", "text": "hi"}]`, `{"content": []}`, `{"content": [], "tools": [{"type": "computer_toolset_20260801"}]}`} {
+		if d, err := DecodeAnthropicToolset([]byte(none)); err != nil || len(d) != 0 {
+			t.Errorf("%s: %v %v, want nothing turned off", none, d, err)
+		}
+	}
+}
+
+func FuzzDecodeAnthropicToolset(f *testing.F) {
+	f.Add([]byte(`{"content": [], "tools": [{"type": "computer_toolset_20260801", "configs": {"zoom": {"enabled": false}}}]}`))
+	f.Add([]byte(`[{"type": "tool_use"}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		disabled, err := DecodeAnthropicToolset(body)
+		if err != nil {
+			return
+		}
+		for m := range disabled {
+			if !IsAnthropicComputerTool(m) || m == "computer" {
+				t.Fatalf("%q turned off: not a member", m)
+			}
+		}
+	})
 }

@@ -80,6 +80,11 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		failWith(c, err)
 		return
 	}
+	disabled, err := input.DecodeAnthropicToolset(body)
+	if err != nil {
+		failWith(c, err)
+		return
+	}
 	id := c.Param("id")
 	// A desktop that is not there fails the request, not each call.
 	if _, err := s.cfg.Manager.Get(id); err != nil {
@@ -87,7 +92,7 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		return
 	}
 	spec.NoUpscale = !isDaemon(c)
-	results, failed := input.RunAnthropicTurn(uses, func(call input.AnthropicCall) (input.BatchResult, *input.Image, []string, error) {
+	results, failed := input.RunAnthropicTurn(uses, disabled, func(call input.AnthropicCall) (input.BatchResult, *input.Image, []string, error) {
 		req := spec
 		req.Batch, req.Screenshot = call.Batch, call.WantsScreenshot()
 		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)

@@ -87,6 +87,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(first["parts"][0]["inlineData"]["mimeType"], "image/png")
         self.assertIn("not supported", parts[1]["functionResponse"]["response"]["error"])
 
+    def test_anthropic_toolset_configs(self):
+        blocks = [{"type": "tool_use", "id": "t1", "name": "zoom", "input": {"region": [0, 0, 100, 100]}},
+                  {"type": "tool_use", "id": "t2", "name": "mouse_move", "input": {"coordinate": [5, 5]}}]
+        tools = [{"type": "computer_toolset_20260801", "configs": {"zoom": {"enabled": False}}}]
+        results = self.desk.anthropic(blocks, tools=tools)
+        self.assertEqual([r["tool_use_id"] for r in results], ["t1", "t2"])
+        self.assertTrue(results[0]["is_error"])
+        self.assertIn("turned off", results[0]["content"][0]["text"])
+        self.assertIn("Not executed", results[1]["content"][0]["text"])
+
     def test_windows(self):
         wins = self.desk.windows()
         self.assertGreaterEqual(len(wins), 1)

@@ -139,14 +139,18 @@ class Desktop:
         return self.client._call("POST", self._path("/actions"), body)
 
     def anthropic(self, calls: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]],
-                  display: Display = None) -> Union[dict, list]:
+                  display: Display = None, tools: Optional[Sequence[Mapping[str, Any]]] = None) -> Union[dict, list]:
         """Run what Claude asked for. A list of content blocks, or the whole
         assistant message (a turn of the computer toolset), runs in order,
         stopping at the first failure, and returns the tool_result blocks
         for the next user message; a single input or tool_use block returns its
         tool_result (raising WarmdeskError, whose body holds the is_error
-        tool_result, when it fails)."""
+        tool_result, when it fails). tools, the request's tools array, has
+        the toolset's configs honoured (a member turned off fails its call)."""
         path = self._path("/computer/anthropic") + _display_query(display, "display_width_px", "display_height_px")
+        if tools is not None:
+            content = calls.get("content", []) if isinstance(calls, Mapping) else list(calls)
+            return self.client._call("POST", path, {"content": content, "tools": list(tools)})["content"]
         if isinstance(calls, Mapping):
             out = self.client._call("POST", path, calls)
             # A whole assistant message answers the next user message.
