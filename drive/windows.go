@@ -57,7 +57,8 @@ const (
 // $1 is a window id this service checked; the helpers wait, polling at
 // windowPoll, up to $2 polls for the window manager to act.
 const (
-	windowsScript = `active=$(xdotool getactivewindow 2>/dev/null) || active=0
+	windowsScript = `command -v wmctrl >/dev/null || { echo "wmctrl is not installed" >&2; exit 127; }
+active=$(xdotool getactivewindow 2>/dev/null) || active=0
 list=$(wmctrl -l -p -x) || { echo "wmctrl could not list windows: is a window manager running?" >&2; exit 3; }
 echo "active $active"
 printf '%s\n' "$list" | while read -r id ws pid class host title; do
@@ -130,10 +131,13 @@ func (s *Service) windows(ctx context.Context, id string) ([]Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.ExitCode != 0 {
-		return nil, fmt.Errorf("list the windows of %s: exit %d: %s", id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	switch res.ExitCode {
+	case 0:
+		return parseWindows(string(res.Stdout))
+	case 127:
+		return nil, fmt.Errorf("%w: desktop %s: its image has no wmctrl, which the window API runs: build the image again and bake its snapshot again", desktop.ErrConflict, id)
 	}
-	return parseWindows(string(res.Stdout))
+	return nil, fmt.Errorf("list the windows of %s: exit %d: %s", id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 }
 
 // window finds one window by the id a caller gave.
