@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,10 +141,18 @@ func (s *Service) windows(ctx context.Context, id string) ([]Window, error) {
 	return nil, fmt.Errorf("list the windows of %s: exit %d: %s", id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 }
 
-// window finds one window by the id a caller gave.
+// window finds one window by the id a caller gave, for an operation on
+// it: like input, it is refused while a person holds control.
 func (s *Service) window(ctx context.Context, id, win string) (Window, error) {
 	wid, err := WindowID(win)
 	if err != nil {
+		return Window{}, err
+	}
+	d, err := s.mgr.Get(id)
+	if err != nil {
+		return Window{}, err
+	}
+	if err := d.InputAllowed(); err != nil {
 		return Window{}, err
 	}
 	wins, err := s.windows(ctx, id)
@@ -255,10 +264,15 @@ func (s *Service) windowOp(ctx context.Context, id, script, win string) error {
 
 // windowNow is a window as it is now, in a space.
 func (s *Service) windowNow(ctx context.Context, id, wid string, display image.Point) (Window, error) {
-	w, err := s.window(ctx, id, wid)
+	wins, err := s.windows(ctx, id)
 	if err != nil {
 		return Window{}, err
 	}
+	i := slices.IndexFunc(wins, func(w Window) bool { return w.ID == wid })
+	if i < 0 {
+		return Window{}, fmt.Errorf("%w: window %s of %s closed meanwhile", desktop.ErrNotFound, wid, id)
+	}
+	w := wins[i]
 	space, err := s.windowSpace(id, display)
 	if err != nil {
 		return Window{}, err

@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/warmdesk/warmdesk/api"
@@ -25,6 +26,20 @@ func TestWindowRequests(t *testing.T) {
 	var moved api.Window
 	if status != http.StatusOK || json.Unmarshal(body, &moved) != nil || moved.X != 100 || moved.Y != 50 || moved.ID != "0x01c0000d" {
 		t.Errorf("move at 640x400: %d %s", status, body)
+	}
+	// Like input, operations wait for a person to hand control back;
+	// the list does not.
+	if status, body := h.do("POST", h.path("/control"), `{"holder":"person","by":"ana"}`); status != http.StatusOK {
+		t.Fatalf("take control: %d %s", status, body)
+	}
+	if status, body := h.do("POST", h.path("/windows/0x01c0000d/focus"), ""); status != http.StatusConflict || !strings.Contains(string(body), "person_in_control") {
+		t.Errorf("focus while a person holds control: %d %s", status, body)
+	}
+	if status, body := h.do("GET", h.path("/windows"), ""); status != http.StatusOK {
+		t.Errorf("list while a person holds control: %d %s", status, body)
+	}
+	if status, body := h.do("POST", h.path("/control"), `{"holder":"agent"}`); status != http.StatusOK {
+		t.Fatalf("hand control back: %d %s", status, body)
 	}
 	status, body = h.do("POST", h.path("/windows/0x01c0000d/close"), "")
 	if status != http.StatusOK || string(body) != `{"id":"0x01c0000d","closed":true}` {
