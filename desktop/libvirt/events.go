@@ -11,7 +11,17 @@ import (
 // use it: it subscribes to the domain events the machines need (lifecycle,
 // guest agent) and then settles what happened while hostd was not
 // listening, so no domain's end can go unnoticed across a reconnection.
+//
+// The subscriptions take a context that is never cancelled: go-libvirt
+// deregisters a subscription when its context ends, and at Close those
+// deregistrations raced the connection's close. libvirtd 9.0 then freed
+// the callbacks twice ("could not find event callback ... for deletion",
+// remoteClientFreePrivateCallbacks) and segfaulted, taking every desktop's
+// libvirtd down (seen in CI at the end of this package's tests). A closed
+// connection drops its callbacks on libvirtd's side in one place, and the
+// streams end on ours once the socket is gone.
 func (d *Driver) connected(ctx context.Context, l *golibvirt.Libvirt) error {
+	ctx = context.WithoutCancel(ctx)
 	life, err := l.LifecycleEvents(ctx)
 	if err != nil {
 		return fmt.Errorf("subscribe to lifecycle events: %w", err)

@@ -36,11 +36,21 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 			}
 			opts.UIDs = r
 		}
-		return qemu.New(ctx, opts)
+		// A failed New returns a nil pointer, which must not reach the
+		// interface: App.Close would call Close on it.
+		d, err := qemu.New(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
 	case "libvirt":
-		return libvirt.New(ctx, libvirt.Options{
+		d, err := libvirt.New(ctx, libvirt.Options{
 			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, Logger: log,
 		})
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
 	default:
 		return nil, fmt.Errorf("--driver %q: use qemu or libvirt", c.Driver)
 	}
