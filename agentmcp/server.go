@@ -189,6 +189,17 @@ func (s *session) unbind(id string) {
 	s.mu.Unlock()
 }
 
+// target is what a tool that acts on one desktop starts with: the
+// caller's API client and the desktop the call names or the session has.
+func (s *session) target(req *mcp.CallToolRequest, ref DesktopRef) (*client.Client, string, error) {
+	c, err := s.opts.Client(req)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := s.desktop(ref)
+	return c, id, err
+}
+
 // apiError makes an API failure a tool error the model can act on.
 func apiError(what string, err error) error {
 	var ae *client.Error
@@ -241,11 +252,7 @@ func (s *session) createDesktop(ctx context.Context, req *mcp.CallToolRequest, i
 }
 
 func (s *session) resetDesktop(ctx context.Context, req *mcp.CallToolRequest, ref DesktopRef) (*mcp.CallToolResult, DesktopSummary, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, DesktopSummary{}, err
-	}
-	id, err := s.desktop(ref)
+	c, id, err := s.target(req, ref)
 	if err != nil {
 		return nil, DesktopSummary{}, err
 	}
@@ -263,11 +270,7 @@ type Done struct {
 }
 
 func (s *session) deleteDesktop(ctx context.Context, req *mcp.CallToolRequest, ref DesktopRef) (*mcp.CallToolResult, Done, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, Done{}, err
-	}
-	id, err := s.desktop(ref)
+	c, id, err := s.target(req, ref)
 	if err != nil {
 		return nil, Done{}, err
 	}
@@ -326,11 +329,7 @@ type ComputerInput struct {
 }
 
 func (s *session) computer(ctx context.Context, req *mcp.CallToolRequest, in ComputerInput) (*mcp.CallToolResult, any, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,11 +375,7 @@ type ExecOutput struct {
 }
 
 func (s *session) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput) (*mcp.CallToolResult, ExecOutput, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, ExecOutput{}, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, ExecOutput{}, err
 	}
@@ -431,11 +426,7 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 }
 
 func (s *session) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileContent, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, FileContent{}, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, FileContent{}, err
 	}
@@ -461,11 +452,7 @@ type WriteInput struct {
 }
 
 func (s *session) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteInput) (*mcp.CallToolResult, Done, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, Done{}, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, Done{}, err
 	}

@@ -38,11 +38,7 @@ type WindowsOutput struct {
 }
 
 func (s *session) windows(ctx context.Context, req *mcp.CallToolRequest, in WindowsInput) (*mcp.CallToolResult, WindowsOutput, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, WindowsOutput{}, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, WindowsOutput{}, err
 	}
@@ -103,11 +99,7 @@ type AccessibilityInput struct {
 // accessibility answers the tree as JSON text: a recursive type has no
 // output schema the SDK can derive.
 func (s *session) accessibility(ctx context.Context, req *mcp.CallToolRequest, in AccessibilityInput) (*mcp.CallToolResult, any, error) {
-	c, err := s.opts.Client(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	id, err := s.desktop(in.DesktopRef)
+	c, id, err := s.target(req, in.DesktopRef)
 	if err != nil {
 		return nil, nil, err
 	}
