@@ -26,8 +26,24 @@ import (
 // the browser's socket, attaching to each page and enabling the domains
 // Playwright enables. Nothing of it stays: the session detaches and
 // closes, and the desktop's own clock and identity are set when it is
-// taken.
+// taken. The machine is ready once its guest has gone idle after all that
+// (at most warmSettleBound): a browser goes on working for a while after a
+// DevTools session ends, and a create taking it meanwhile had Playwright's
+// connect four times as slow (p50 1.23 s against 0.30 s in two bench runs
+// back to back, docs/BENCHMARKS.md).
 func WarmPooled(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error {
+	if err := warmGuest(ctx, m, s); err != nil {
+		return err
+	}
+	_, err := newCPUMeter(m.VCPUTime).waitIdle(ctx, warmSettleBound)
+	return err
+}
+
+// warmSettleBound bounds the wait for a warmed pool machine's guest to go
+// idle: a busy host may keep it from ever looking idle.
+const warmSettleBound = 5 * time.Second
+
+func warmGuest(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error {
 	if err := desktop.SetTime(ctx, m.Agent(), time.Now()); err != nil {
 		return err
 	}
@@ -141,6 +157,8 @@ func warmPage(c *cdpConn, session string) error {
 		{"Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": ""}},
 		{"Network.enable", nil},
 		{"Emulation.setFocusEmulationEnabled", map[string]any{"enabled": true}},
+		{"Emulation.setEmulatedMedia", map[string]any{"media": "", "features": []map[string]string{{"name": "prefers-color-scheme", "value": "light"}, {"name": "prefers-reduced-motion", "value": "no-preference"}, {"name": "forced-colors", "value": "none"}, {"name": "prefers-contrast", "value": "no-preference"}}}},
+		{"Inspector.enable", nil},
 		{"Runtime.runIfWaitingForDebugger", nil},
 	} {
 		if err := c.call(session, m.method, m.params); err != nil {

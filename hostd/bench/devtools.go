@@ -1,16 +1,19 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -92,57 +95,138 @@ func (e *env) playwrightConnect(ctx context.Context, snap desktop.Snapshot, base
 		return err
 	}
 	defer os.Remove(script)
+	run, err := startPlaywright(ctx, node, script, dir, snap.Name, base, token)
+	if err != nil {
+		return err
+	}
+	defer run.close()
+	// One process for every sample, as a test suite's worker: its first
+	// connect also loads Playwright's connection code, so it is kept apart.
 	var connect Dist
-	for range devtoolsSamples {
+	var first time.Duration
+	for i := range devtoolsSamples + 1 {
 		if err := e.drv.WaitPool(ctx, snap.Name, 1); err != nil {
 			return err
 		}
-		took, err := e.playwrightSample(ctx, node, script, dir, snap.Name, base, token)
+		took, err := run.sample(ctx, func(id string) error { return e.mgr.Delete(context.WithoutCancel(ctx), id) })
 		if err != nil {
 			return fmt.Errorf("playwright connectOverCDP: %w", err)
+		}
+		if i == 0 {
+			first = took
+			continue
 		}
 		connect.Add(took)
 	}
 	e.res.dist("playwright_connect", &connect)
-	e.progress("  Playwright connectOverCDP after a create: p50 %s", connect.Percentile(50))
+	e.res.set("playwright_connect_first_ms", ms(first))
+	e.progress("  Playwright connectOverCDP after a create: p50 %s (the process's first: %s)", connect.Percentile(50), first)
 	return nil
 }
 
-// playwrightSample runs the script once and deletes the desktop it made.
-func (e *env) playwrightSample(ctx context.Context, node, script, dir, snapshot, base, token string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+// playwrightRun is the Node process of playwright_connect.mjs: a line on
+// its stdin asks for a sample, it answers with lines of JSON.
+type playwrightRun struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  *bufio.Scanner
+	stderr *lockedBuffer
+	cancel context.CancelFunc
+}
+
+func startPlaywright(ctx context.Context, node, script, dir, snapshot, base, token string) (*playwrightRun, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), "HOSTD_URL="+base, "HOSTD_TOKEN="+token, "SNAPSHOT="+snapshot, "PLAYWRIGHT_DIR="+dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, runErr := cmd.Output()
+	r := &playwrightRun{cmd: cmd, stderr: &lockedBuffer{}, cancel: cancel}
+	cmd.Stderr = r.stderr
+	var err error
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		cancel()
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	r.lines = bufio.NewScanner(out)
+	return r, nil
+}
+
+// sample asks for one create and connect, and deletes the desktop made.
+func (r *playwrightRun) sample(ctx context.Context, del func(id string) error) (time.Duration, error) {
+	if _, err := io.WriteString(r.stdin, "sample\n"); err != nil {
+		return 0, fmt.Errorf("node: %w: %s", err, r.stderrText())
+	}
+	// A sample that hangs is ended by killing the process.
+	stop := context.AfterFunc(ctx, r.cancel)
+	defer stop()
+	timer := time.AfterFunc(2*time.Minute, r.cancel)
+	defer timer.Stop()
 	var id string
-	var took time.Duration
-	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
-		var r struct {
+	for r.lines.Scan() {
+		var l struct {
 			ID        string   `json:"id"`
 			ConnectMs *float64 `json:"connect_ms"`
 		}
-		if json.Unmarshal(line, &r) == nil && r.ID != "" {
-			id = r.ID
-			if r.ConnectMs != nil {
-				took = time.Duration(*r.ConnectMs * float64(time.Millisecond))
-			}
+		if json.Unmarshal(r.lines.Bytes(), &l) != nil || l.ID == "" {
+			continue
 		}
+		id = l.ID
+		if l.ConnectMs == nil {
+			continue
+		}
+		if err := del(id); err != nil {
+			return 0, err
+		}
+		return time.Duration(*l.ConnectMs * float64(time.Millisecond)), nil
 	}
+	var err error
 	if id != "" {
-		if err := e.mgr.Delete(context.WithoutCancel(ctx), id); err != nil && runErr == nil {
-			runErr = err
-		}
+		err = del(id)
 	}
-	if runErr != nil {
-		return 0, fmt.Errorf("%w: %s", runErr, bytes.TrimSpace(stderr.Bytes()))
+	return 0, errors.Join(fmt.Errorf("node ended without a connect time: %s", r.stderrText()), err)
+}
+
+func (r *playwrightRun) stderrText() string {
+	r.stderr.mu.Lock()
+	defer r.stderr.mu.Unlock()
+	return string(bytes.TrimSpace(r.stderr.buf.Bytes()))
+}
+
+// lockedBuffer is a process's stderr, read while the process still writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// close ends the process: stdin's end lets it leave, and a process that
+// does not is killed.
+func (r *playwrightRun) close() {
+	r.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		r.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		r.cancel()
+		<-done
 	}
-	if took == 0 {
-		return 0, fmt.Errorf("the script printed no connect time: %s", out)
-	}
-	return took, nil
+	r.cancel()
 }
 
 // devtoolsHandshake does what a CDP client does first against a DevTools
