@@ -37,6 +37,7 @@ func (e *env) volumeSuite(ctx context.Context) error {
 	e.drv.Warm(e.snap, 1)
 	defer e.drv.Warm(e.snap, 0)
 	var without, with Dist
+	var phases phaseDists
 	for i := 0; i < e.opts.N; i++ {
 		for _, s := range []struct {
 			dist *Dist
@@ -45,17 +46,23 @@ func (e *env) volumeSuite(ctx context.Context) error {
 			if err := e.drv.WaitPool(ctx, e.snap.Name, 1); err != nil {
 				return err
 			}
-			d, err := e.timeCreateWith(ctx, desktop.CreateRequest{Snapshot: e.snap.Name, Volumes: s.vols})
+			d, marks, err := timeCreatePhases(ctx, e.mgr, e.screens, desktop.CreateRequest{Snapshot: e.snap.Name, Volumes: s.vols})
 			if err != nil {
 				return fmt.Errorf("create with %d volumes: %w", len(s.vols), err)
 			}
 			s.dist.Add(d)
+			if len(s.vols) > 0 {
+				phases.add(marks)
+			}
 		}
 	}
 	e.res.dist("create_novolume", &without)
 	e.res.dist("create_volume", &with)
 	e.res.set("volume_attach_added_p50_ms", ms(with.Percentile(50)-without.Percentile(50)))
 	e.progress("  create with a volume: p50 %s against %s without", with.Percentile(50), without.Percentile(50))
+	// The attach's own steps: the host's hot-plug, the guest showing
+	// the disk (its kernel and udev), the mount.
+	phases.report(e, "create_volume")
 
 	// Attach to a running desktop: hot-plug, the guest finds the disk,
 	// mounts it; then detach (not timed).
