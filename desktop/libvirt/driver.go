@@ -28,6 +28,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
@@ -46,7 +47,10 @@ type Options struct {
 	// LogDir is where libvirtd keeps each domain's QEMU log, read for exit
 	// reasons; default libvirt's system location.
 	LogDir string
-	Logger *slog.Logger
+	// NoCgroups leaves desktops' QEMU processes in the cgroup libvirtd
+	// starts them in, instead of one each with its limits.
+	NoCgroups bool
+	Logger    *slog.Logger
 }
 
 // Driver runs desktops as libvirt domains.
@@ -56,6 +60,8 @@ type Driver struct {
 	emulator string
 	shape    desktop.MachineShape
 	conn     *conn
+	// cgroups makes desktops' cgroups; nil: none (cgroup.go).
+	cgroups *confine.Cgroups
 
 	mu       sync.Mutex
 	machines map[golibvirt.UUID]*Machine // live machines, by domain UUID, for events
@@ -96,6 +102,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 	}
 	d := &Driver{opts: opts, log: opts.Logger.With("driver", "libvirt"), machines: map[golibvirt.UUID]*Machine{}}
+	d.cgroups = d.newCgroups()
 	d.conn, err = connect(ctx, opts.URI, d.log, d.connected)
 	if err != nil {
 		return nil, err
@@ -232,8 +239,17 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 		d.destroyDomain(context.WithoutCancel(ctx), rec)
 		return nil, fmt.Errorf("create domain %s: %w", rec.Domain, err)
 	}
+	pid := findPid(rec.UUID)
+	var group []string
+	if s.role == RoleDesktop {
+		if group, err = d.confine(rec, pid); err != nil {
+			m.Destroy(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	m.mu.Lock()
-	m.dom, m.pid = dom, findPid(rec.UUID)
+	m.dom, m.pid = dom, pid
+	m.rec.Cgroup = group
 	m.mu.Unlock()
 	return m, nil
 }

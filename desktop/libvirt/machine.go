@@ -48,6 +48,9 @@ type record struct {
 	// them back in the new domain's XML, where the saved state expects
 	// them.
 	Volumes []desktop.VolumeDisk `json:"volumes,omitempty"`
+	// Cgroup is the directories of the QEMU's cgroup hostd made for it
+	// (cgroup.go); none when it has none of its own.
+	Cgroup []string `json:"cgroup,omitempty"`
 }
 
 func parseRecord(raw json.RawMessage) (record, error) {
@@ -210,6 +213,9 @@ func (m *Machine) ExitReason() string {
 // its QEMU.
 func (m *Machine) exit(reason string) {
 	m.exitOnce.Do(func() {
+		if note := m.drv.cgroupExit(m.record().Cgroup); note != "" {
+			reason = note + "; " + reason
+		}
 		if tail := qemuvm.LogTail(m.logPath(), 8); tail != "" {
 			reason += "; last lines of its log:\n" + tail
 		}

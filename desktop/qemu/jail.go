@@ -13,20 +13,6 @@ import (
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
-// Memory a machine's cgroup allows beyond its guest's RAM. Under TCG the
-// translated-code cache alone may grow to 1 GiB (QEMU 7.2's default
-// tb-size on 64-bit hosts); the rest is QEMU's heap, its threads' stacks,
-// the qcow2 caches and the VNC server's buffers. docs/SECURITY.md has the
-// figure measured on a working desktop.
-const (
-	tcgCodeCacheMiB = 1024
-	qemuOwnMiB      = 512
-)
-
-// machinePidsMax bounds a QEMU's threads: a vCPU thread each, the main
-// loop, RCU, the VNC worker, and the block layer's pool of up to 64.
-const machinePidsMax = 512
-
 // confinement hands each machine's QEMU a user id of its own and a cgroup
 // of its own. A nil *confinement confines nothing (hostd not root, or
 // turned off).
@@ -113,8 +99,8 @@ func (c *confinement) jail(rec record) (*jail, error) {
 		return nil, fmt.Errorf("qemu driver: give the machine's files to its user: %w", err)
 	}
 	if c.cgroups != nil {
-		j.limit = int64(rec.Shape.MemoryMiB+overheadMiB(rec.Shape.Accel)) << 20
-		l := confine.Limits{MemoryBytes: j.limit, CPUWeight: cpuWeight(rec.Shape.CPUs), PidsMax: machinePidsMax}
+		l := confine.MachineLimits(rec.Shape.MemoryMiB, rec.Shape.CPUs, rec.Shape.Accel)
+		j.limit = l.MemoryBytes
 		if j.group, err = c.cgroups.Create(rec.ID, l); err != nil {
 			j.exit()
 			return nil, fmt.Errorf("qemu driver: %w", err)
@@ -122,10 +108,6 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	}
 	return j, nil
 }
-
-// cpuWeight is a desktop's share of contended CPU time: one CPU's default
-// per virtual CPU.
-func cpuWeight(cpus int) int { return 100 * max(1, cpus) }
 
 // poolCPUWeight is a pool machine's share while it is restored and warmed
 // up: the least, so readying machines ahead never slows a desktop in use
@@ -159,14 +141,6 @@ func (c *confinement) rejail(rec record) *jail {
 		j.group = confine.GroupAt(rec.Cgroup)
 	}
 	return j
-}
-
-// overheadMiB is what a machine's cgroup allows beyond its guest's RAM.
-func overheadMiB(accel string) int {
-	if accel == "kvm" {
-		return qemuOwnMiB
-	}
-	return tcgCodeCacheMiB + qemuOwnMiB
 }
 
 // ownedDisk is the file a machine's user owns: its top disk overlay when

@@ -45,7 +45,7 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 		return d, nil
 	case "libvirt":
 		d, err := libvirt.New(ctx, libvirt.Options{
-			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, Logger: log,
+			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoCgroups: c.NoCgroups, Logger: log,
 		})
 		if err != nil {
 			return nil, err

@@ -140,7 +140,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
 	fs.StringVar(&s.QEMUUIDs, "qemu-uids", s.QEMUUIDs, "user ids desktops' QEMU processes run as, one each, FIRST-LAST (default 900000000-900065535); off: as hostd's user")
-	fs.BoolVar(&s.NoCgroups, "no-cgroups", s.NoCgroups, "keep desktops' QEMU processes in hostd's cgroup instead of a cgroup each")
+	fs.BoolVar(&s.NoCgroups, "no-cgroups", s.NoCgroups, "keep desktops' QEMU processes in hostd's cgroup (libvirtd's, under --driver libvirt) instead of a cgroup each")
 	fs.Func("e2b-template", "E2B template id and the snapshot it creates from, ID=SNAPSHOT; repeat for more (a template not mapped is taken as a snapshot name)", func(v string) error {
 		id, snap, ok := strings.Cut(v, "=")
 		if !ok || id == "" || snap == "" {
