@@ -74,14 +74,22 @@ done`
 	// until the geometry changes and prints it. openbox puts its frame's
 	// corner, not the client area's, at the point asked (StaticGravity in
 	// the request made no difference), so a move that lands off by the
-	// frame's offset is made again by that offset. A first move that
-	// changes nothing (the frame was already there) waits out the bound.
+	// frame's offset is made again by that offset. A placement the
+	// window already has is answered at once; a first move that changes
+	// nothing else (the frame was already there) waits out the bound.
 	windowPlace = windowGeometry + `settle() {
   i=0; now=$3
   while [ "$now" = "$3" ] && [ $i -lt "$2" ]; do sleep 0.02; i=$((i+1)); now=$(geometry "$1"); done
   echo "$now"
 }
 before=$(geometry "$1")
+read -r bx by bw bh <<EOF
+$before
+EOF
+if { [ "$3" = -1 ] || [ "$3" = "$bx" ]; } && { [ "$4" = -1 ] || [ "$4" = "$by" ]; } &&
+   { [ "$5" = -1 ] || [ "$5" = "$bw" ]; } && { [ "$6" = -1 ] || [ "$6" = "$bh" ]; }; then
+  echo "$before"; exit 0
+fi
 wmctrl -i -r "$1" -e "0,$3,$4,$5,$6" || exit 3
 now=$(settle "$1" "$2" "$before")
 if [ "$3" != -1 ]; then

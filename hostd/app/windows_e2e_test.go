@@ -52,6 +52,10 @@ func TestWindowsEndToEnd(t *testing.T) {
 	if moved.X != 200 || moved.Y != 150 || moved.Width != term.Width || moved.Height != term.Height {
 		t.Errorf("moved to 200,150: %+v", moved)
 	}
+	// Where it already is: answered as it is, nothing moved.
+	if again, err := s.c.MoveWindow(ctx, s.id, term.ID, 200, 150, client.Display{}); err != nil || again != moved {
+		t.Errorf("moved again to 200,150: %+v, %v; want %+v", again, err, moved)
+	}
 	// In a declared display: 150,100 of 640x400 is 300,200 natively.
 	if moved, err = s.c.MoveWindow(ctx, s.id, term.ID, 150, 100, half); err != nil {
 		t.Fatal(err)
