@@ -224,13 +224,3 @@ func FuzzParseIDRange(f *testing.F) {
 		}
 	})
 }
-
-func TestMachineLimits(t *testing.T) {
-	tcg := MachineLimits(1024, 2, "tcg")
-	if tcg.MemoryBytes != (1024+1536)<<20 || tcg.CPUWeight != 200 || tcg.PidsMax != 512 {
-		t.Errorf("tcg: %+v", tcg)
-	}
-	if kvm := MachineLimits(2048, 0, "kvm"); kvm.MemoryBytes != (2048+512)<<20 || kvm.CPUWeight != 100 {
-		t.Errorf("kvm: %+v", kvm)
-	}
-}

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/warmdesk/warmdesk/desktop/confine"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // Each desktop's QEMU gets a cgroup of its own, made by hostd with the
-// limits the QEMU driver sets (confine.MachineLimits), when libvirtd left
+// limits the QEMU driver sets (qemuvm.MachineLimits), when libvirtd left
 // it in libvirtd's own cgroup: libvirt's own per-domain cgroups are off in
 // the test configuration (scripts/libvirtd), and turning them on here fails
 // ("v2 controller '(null)' is not available": these machines list an
@@ -50,7 +51,7 @@ func (d *Driver) confine(rec record, pid int) ([]string, error) {
 	if placed, err := libvirtPlaced(pid); err != nil || placed {
 		return nil, err
 	}
-	g, err := d.cgroups.Create(rec.ID, confine.MachineLimits(rec.Shape.MemoryMiB, rec.Shape.CPUs, rec.Shape.Accel))
+	g, err := d.cgroups.Create(rec.ID, qemuvm.MachineLimits(rec.Shape))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup of %s: %w", rec.ID, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/confine"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func TestDesktopQEMUHasACgroupOfItsOwn(t *testing.T) {
 		t.Fatalf("QEMU (pid %d) is not in its cgroup %s", m.Pid(), g.MemoryDir())
 	}
 	shape := baked.Snapshot.Manifest.Machine
-	want := confine.MachineLimits(shape.MemoryMiB, shape.CPUs, shape.Accel)
+	want := qemuvm.MachineLimits(shape)
 	limit := "memory.limit_in_bytes"
 	if len(rec.Cgroup) == 1 {
 		limit = "memory.max"

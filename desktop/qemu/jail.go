@@ -99,7 +99,7 @@ func (c *confinement) jail(rec record) (*jail, error) {
 		return nil, fmt.Errorf("qemu driver: give the machine's files to its user: %w", err)
 	}
 	if c.cgroups != nil {
-		l := confine.MachineLimits(rec.Shape.MemoryMiB, rec.Shape.CPUs, rec.Shape.Accel)
+		l := qemuvm.MachineLimits(rec.Shape)
 		j.limit = l.MemoryBytes
 		if j.group, err = c.cgroups.Create(rec.ID, l); err != nil {
 			j.exit()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/confine"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 // pool keeps machines restored ahead per snapshot, each a QEMU process
@@ -132,7 +132,7 @@ func (p *pool) take(s desktop.Snapshot) *Machine {
 		}
 		p.ready[s.Name] = list
 		os.Remove(filepath.Join(m.rec.RunDir, poolMarker))
-		if err := m.jail.setCPUWeight(confine.CPUWeight(m.rec.Shape.CPUs)); err != nil {
+		if err := m.jail.setCPUWeight(qemuvm.CPUWeight(m.rec.Shape.CPUs)); err != nil {
 			p.d.log.Warn("warm pool: give a machine taken its CPU share", "err", err)
 		}
 		return m

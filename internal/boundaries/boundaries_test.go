@@ -53,8 +53,8 @@ var rules = []rule{
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
 	{[]string{"desktop/qemuvm"}, func(p string) bool {
-		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
-	}, "the shared QEMU facts belong to no driver: they import only desktop, the standard library and x/sys", false},
+		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && p != module+"/desktop/confine" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
+	}, "the shared QEMU facts belong to no driver: they import only desktop (and its confine), the standard library and x/sys", false},
 	{[]string{"desktop/desktoptest"}, func(p string) bool {
 		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume"
 	}, "the fake driver and the conformance suite rest on the domain alone", false},
