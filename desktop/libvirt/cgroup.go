@@ -2,7 +2,9 @@ package libvirt
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,10 +43,10 @@ func (d *Driver) newCgroups() *confine.Cgroups {
 	return c
 }
 
-// confine moves a desktop's QEMU into a cgroup of its own and returns its
+// confineDesktop moves a desktop's QEMU into a cgroup of its own and returns its
 // directories, or nil when it stays where it is (no cgroups here, or
 // libvirt placed it in one of its own).
-func (d *Driver) confine(rec record, pid int) ([]string, error) {
+func (d *Driver) confineDesktop(rec record, pid int) ([]string, error) {
 	if d.cgroups == nil || pid == 0 {
 		return nil, nil
 	}
@@ -63,24 +65,29 @@ func (d *Driver) confine(rec record, pid int) ([]string, error) {
 }
 
 // libvirtPlaced says whether libvirt put process pid in a cgroup of the
-// domain's own: on every cgroup layout libvirt uses, that cgroup's path
-// ends in ".libvirt-qemu" (or, under systemd, "machine-qemu...scope").
+// domain's own.
 func libvirtPlaced(pid int) (bool, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return false, fmt.Errorf("cgroups of QEMU (pid %d): %w", pid, err)
 	}
-	return placedByLibvirt(string(b)), nil
+	return placedByLibvirt(string(b))
 }
 
-// placedByLibvirt reads a /proc/PID/cgroup.
-func placedByLibvirt(procCgroup string) bool {
-	for line := range strings.SplitSeq(procCgroup, "\n") {
-		if strings.Contains(line, ".libvirt-qemu") || strings.Contains(line, "machine-qemu") {
-			return true
+// placedByLibvirt reads a /proc/PID/cgroup: on every cgroup layout
+// libvirt uses, a domain's own cgroup's path ends in ".libvirt-qemu" or,
+// under systemd, is a "machine-qemu...scope".
+func placedByLibvirt(procCgroup string) (bool, error) {
+	v1, v2, err := confine.ParseProcCgroup(procCgroup)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range append(slices.Collect(maps.Values(v1)), v2) {
+		if strings.Contains(p, ".libvirt-qemu") || strings.Contains(p, "machine-qemu") {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // cgroupExit says, for an ended desktop's exit reason, whether the kernel

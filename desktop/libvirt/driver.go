@@ -242,7 +242,7 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 	pid := findPid(rec.UUID)
 	var group []string
 	if s.role == RoleDesktop {
-		if group, err = d.confine(rec, pid); err != nil {
+		if group, err = d.confineDesktop(rec, pid); err != nil {
 			m.Destroy(context.WithoutCancel(ctx))
 			return nil, err
 		}

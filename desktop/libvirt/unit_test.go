@@ -139,3 +139,21 @@ func TestStopReasonsAreWorded(t *testing.T) {
 		t.Errorf("unknown detail: %s", r)
 	}
 }
+
+// A QEMU in libvirt's own per-domain cgroup is left to libvirt; one in
+// libvirtd's cgroup (the test configuration's, a container's) is not.
+func TestPlacedByLibvirt(t *testing.T) {
+	for in, want := range map[string]bool{
+		"4:memory:/machine/qemu-1-warmdesk-d-1.libvirt-qemu\n1:cpu:/machine/qemu-1-warmdesk-d-1.libvirt-qemu\n": true,
+		"0::/machine.slice/machine-qemu\\x2d1\\x2dwarmdesk.scope\n":                                             true,
+		"9:name=systemd:/\n4:memory:/process_api/942558d2\n1:cpu:/\n0::/\n":                                     false,
+	} {
+		got, err := placedByLibvirt(in)
+		if err != nil || got != want {
+			t.Errorf("placedByLibvirt(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := placedByLibvirt("not a cgroup line"); err == nil {
+		t.Error("an unreadable /proc/PID/cgroup was taken")
+	}
+}
