@@ -480,14 +480,7 @@ func mountOptions(mode volume.Mode) []string {
 
 // guestMount runs mount in the guest.
 func guestMount(ctx context.Context, a GuestAgent, dev, dir, opts string) error {
-	res, err := Exec(ctx, a, ExecRequest{Path: "/bin/mount", Args: []string{"-t", "ext4", "-o", opts, dev, dir}, Timeout: guestVolumeTimeout})
-	if err != nil {
-		return fmt.Errorf("mount in the guest: %w", err)
-	}
-	if res.ExitCode != 0 {
-		return &guestScriptError{what: "mount", code: res.ExitCode, msg: clip(strings.TrimSpace(string(res.Stderr)), 300)}
-	}
-	return nil
+	return guestRun(ctx, a, "mount", "/bin/mount", "-t", "ext4", "-o", opts, dev, dir)
 }
 
 func unmountInGuest(ctx context.Context, a GuestAgent, dir string) error {
@@ -512,21 +505,23 @@ func (e *guestScriptError) Error() string {
 // Unwrap: the guest did not do it; the desktop runs on.
 func (e *guestScriptError) Unwrap() error { return ErrUnavailable }
 
-// clip cuts s to at most n bytes.
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+func guestScript(ctx context.Context, a GuestAgent, what, script string, args ...string) error {
+	return guestRun(ctx, a, what, "/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
 }
 
-func guestScript(ctx context.Context, a GuestAgent, what, script string, args ...string) error {
-	res, err := Exec(ctx, a, ExecRequest{Path: "/bin/sh", Args: append([]string{"-c", script, "sh"}, args...), Timeout: guestVolumeTimeout})
+// guestRun runs a program in the guest; a non-zero exit is a
+// guestScriptError with the start of its stderr.
+func guestRun(ctx context.Context, a GuestAgent, what, path string, args ...string) error {
+	res, err := Exec(ctx, a, ExecRequest{Path: path, Args: args, Timeout: guestVolumeTimeout})
 	if err != nil {
 		return fmt.Errorf("%s in the guest: %w", what, err)
 	}
 	if res.ExitCode != 0 {
-		return &guestScriptError{what: what, code: res.ExitCode, msg: clip(strings.TrimSpace(string(res.Stderr)), 300)}
+		msg := strings.TrimSpace(string(res.Stderr))
+		if len(msg) > 300 {
+			msg = msg[:300]
+		}
+		return &guestScriptError{what: what, code: res.ExitCode, msg: msg}
 	}
 	return nil
 }
