@@ -271,6 +271,11 @@ func (c *capturer) grab() (reason string) {
 // encode turns the frames into the video and removes them.
 func (r *Recorder) encode(ctx context.Context, frames []frame, end time.Duration) {
 	fail := func(err error) {
+		if ctx.Err() != nil {
+			// Discarded meanwhile: ffmpeg's end is the discard's doing,
+			// whichever came first, the stop or the abort.
+			err = errors.New("deleted while it was encoded")
+		}
 		r.mu.Lock()
 		r.info.State = StateFailed
 		r.info.Error = err.Error()
