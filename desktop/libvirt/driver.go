@@ -305,6 +305,7 @@ func (d *Driver) Restore(ctx context.Context, spec desktop.RestoreSpec) (desktop
 	}
 	rec.Snapshot, rec.Shape = s.Name, s.Manifest.Machine
 	rec.Disk = rec.Path("disk-0.qcow2")
+	rec.DiskMiB = spec.DiskMiB
 	if err := d.createOverlay(ctx, rec.Disk, s.Path(desktop.FileDisk)); err != nil {
 		rec.Remove()
 		return nil, err
@@ -355,12 +356,62 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	}
 	if err != nil {
 		d.unregister(m)
+		if errors.Is(err, desktop.ErrNotFound) && rec.Hibernation() {
+			// Ended after saving its whole state: a hibernation whose
+			// record a crash kept from being written.
+			raw, _ := json.Marshal(hibernatedRecord(rec))
+			return nil, &desktop.HibernatedError{Record: raw}
+		}
 		return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
 	}
 	m.mu.Lock()
 	m.pid = findPid(rec.UUID)
 	m.mu.Unlock()
+	if rec.Hibernation() {
+		if status, err := qemuvm.Status(ctx, m.monitor()); err == nil && status == "postmigrate" {
+			// Its state saved whole and nothing run since: a crash came
+			// between the save and the domain's end. Finish the
+			// hibernation.
+			if err := d.destroyDomain(ctx, rec); err != nil {
+				d.unregister(m)
+				return nil, fmt.Errorf("machine %s: finish its hibernation: %w", rec.ID, err)
+			}
+			m.exit("was hibernated")
+			raw, _ := json.Marshal(hibernatedRecord(rec))
+			return nil, &desktop.HibernatedError{Record: raw}
+		}
+	}
+	// Still running: a hibernation state beside it is one a crash cut
+	// short, and the running guest has moved on from it.
+	rec.RemoveHibernation()
+	if err := m.findDiskAgain(ctx); err != nil {
+		d.unregister(m)
+		return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
+	}
+	if err := m.armDiskBound(ctx); err != nil {
+		m.log.Warn("disk bound not armed again", "err", err)
+	}
 	return m, nil
+}
+
+// findDiskAgain records the overlay the domain writes to when a snapshot
+// a crash cut short switched it to the next one (one freeze at a time)
+// before the record said so.
+func (m *Machine) findDiskAgain(ctx context.Context) error {
+	rec := m.record()
+	next := qemuvm.NextOverlayPath(rec.Disk)
+	moved, err := qemuvm.FileOpen(ctx, m.monitor(), next)
+	if err != nil {
+		return fmt.Errorf("find its disk: %w", err)
+	}
+	if !moved {
+		return nil
+	}
+	m.log.Info("disk overlay found moved on since the record", "recorded", rec.Disk, "active", next)
+	m.mu.Lock()
+	m.rec.Disk = next
+	m.mu.Unlock()
+	return nil
 }
 
 // ownDomain looks a record's domain up by UUID and checks that its

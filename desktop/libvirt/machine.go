@@ -51,6 +51,9 @@ type record struct {
 	// Cgroup is the directories of the QEMU's cgroup hostd made for it
 	// (cgroup.go); none when it has none of its own.
 	Cgroup []string `json:"cgroup,omitempty"`
+	// DiskMiB bounds the desktop's own disk (its top overlay's file);
+	// 0 leaves it unbounded (diskbound.go).
+	DiskMiB int `json:"disk_mib,omitempty"`
 }
 
 func parseRecord(raw json.RawMessage) (record, error) {
@@ -98,10 +101,13 @@ type Machine struct {
 	log  *slog.Logger
 	uuid golibvirt.UUID
 
-	mu  sync.Mutex // guards rec, dom, pid
+	mu  sync.Mutex // guards rec, dom, pid, wokeFrom
 	rec record
 	dom golibvirt.Domain
 	pid int
+	// wokeFrom is the hibernation state a woken machine was restored from,
+	// kept (and its guest paused) until Committed.
+	wokeFrom string
 
 	exited   chan struct{}
 	exitOnce sync.Once
@@ -118,12 +124,18 @@ type Machine struct {
 	// gone (a volume's unplug).
 	removalMu sync.Mutex
 	removals  map[string]chan struct{}
+
+	// halted says why the machine paused itself (its disk bound);
+	// boundWatched is whether a subscription watches for that.
+	halted       chan string
+	boundMu      sync.Mutex
+	boundWatched bool
 }
 
 var _ desktop.Machine = (*Machine)(nil)
 
 func (d *Driver) newMachine(rec record, uuid golibvirt.UUID) *Machine {
-	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{}), lifeChanged: make(chan struct{})}
+	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{}), lifeChanged: make(chan struct{}), halted: make(chan string, 1)}
 	m.agent = newAgent(m)
 	return m
 }
@@ -290,6 +302,11 @@ func (m *Machine) Pause(ctx context.Context) error {
 func (m *Machine) Resume(ctx context.Context) error {
 	if m.record().Template {
 		return fmt.Errorf("%w: a template machine never resumes: its writes would land in every clone's memory", desktop.ErrConflict)
+	}
+	// The disk bound's threshold fires once: armed again before the guest
+	// runs, it catches the next write past the bound.
+	if err := m.armDiskBound(ctx); err != nil {
+		return fmt.Errorf("resume: %w", err)
 	}
 	if err := m.resume(ctx); err != nil {
 		return fmt.Errorf("resume: %w", err)

@@ -21,6 +21,25 @@ import (
 func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bool) error {
 	ctx, cancel := context.WithTimeout(ctx, qemuvm.RestoreTimeout)
 	defer cancel()
+	if err := m.loadPaused(ctx, statePath, ignoreShared); err != nil {
+		return err
+	}
+	if err := m.armDiskBound(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	// The state was saved from a stopped machine, so QEMU is paused now,
+	// not inmigrate, and the resume takes.
+	if err := m.resume(ctx); err != nil {
+		return fmt.Errorf("restore: start guest: %w", err)
+	}
+	return nil
+}
+
+// loadPaused loads a saved state and readies the machine to run (its
+// tablet, its agent's channel) without running its guest.
+func (m *Machine) loadPaused(ctx context.Context, statePath string, ignoreShared bool) error {
+	ctx, cancel := context.WithTimeout(ctx, qemuvm.RestoreTimeout)
+	defer cancel()
 	if err := m.load(ctx, statePath, ignoreShared); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -31,11 +50,6 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared bo
 	// not libvirt (drain.go).
 	if c := m.claimAgent(ctx); c != nil {
 		m.drainAgentAsync(c)
-	}
-	// The state was saved from a stopped machine, so QEMU is paused now,
-	// not inmigrate, and the resume takes.
-	if err := m.resume(ctx); err != nil {
-		return fmt.Errorf("restore: start guest: %w", err)
 	}
 	return nil
 }

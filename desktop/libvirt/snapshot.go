@@ -90,6 +90,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 			return desktop.MachineShape{}, fmt.Errorf("snapshot: %w", err)
 		}
 	}
+	desktop.Fault(desktop.FaultSnapshotSourceStopped)
 	resumed := false
 	resume := func() {
 		if wasRunning && !resumed {
@@ -107,6 +108,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 	if err := migrateInto(ctx, m, tmpl); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: copy memory: %w", err)
 	}
+	desktop.Fault(desktop.FaultSnapshotMemoryCopied)
 	if !wasRunning {
 		// A completed outgoing migration leaves the source's disks
 		// inactive, and only cont activates them again; a paused desktop
@@ -209,6 +211,10 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	m.rec.Frozen = rec.Disk
 	m.rec.Disk = next
 	m.mu.Unlock()
+	// The bound follows the disk to its new top overlay.
+	if err := m.armDiskBound(ctx); err != nil {
+		m.log.Warn("disk bound not armed on the new overlay", "err", err)
+	}
 	return nil
 }
 
@@ -261,23 +267,35 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 		}
 	}
 	rec := m.record()
-	path := rec.Path("hibernate.state")
-	if err := m.saveState(ctx, path, false); err != nil {
-		os.Remove(path)
+	// Whole under its own name (qemuvm.SaveWhole): recovery trusts it when
+	// a crash comes between the domain's end and the record.
+	err = qemuvm.SaveWhole(rec.Path(qemuvm.HibernateState), func(partial string) error {
+		return m.saveState(ctx, partial, false)
+	})
+	if err != nil {
 		if st == golibvirt.DomainRunning {
 			m.resume(context.WithoutCancel(ctx))
 		}
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
+	desktop.Fault(desktop.FaultHibernateStateWritten)
 	if err := m.drv.destroyDomain(ctx, rec); err != nil {
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
 	m.exit("was hibernated")
-	os.RemoveAll(rec.RunDir)
 	m.mu.Lock()
-	m.rec.Hibernated, m.rec.HibernateFile = true, path
+	m.rec = hibernatedRecord(m.rec)
 	m.mu.Unlock()
 	return m.Record(), nil
+}
+
+// hibernatedRecord is rec once its domain has ended with its state saved
+// whole: no run directory, no cgroup.
+func hibernatedRecord(rec record) record {
+	os.RemoveAll(rec.RunDir)
+	rec.Hibernated, rec.HibernateFile = true, rec.Path(qemuvm.HibernateState)
+	rec.Cgroup = nil
+	return rec
 }
 
 // wake restores a hibernated machine from its own full state, into a new
@@ -297,11 +315,39 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 	if err != nil {
 		return nil, fmt.Errorf("wake: %w", err)
 	}
-	if err := m.restore(ctx, file, false); err != nil {
+	// Paused until Committed: a guest that ran before the record named
+	// it would move its disk on from the state a crash would wake it from
+	// again.
+	err = m.loadPaused(ctx, file, false)
+	if err == nil {
+		err = m.armDiskBound(ctx)
+	}
+	if err != nil {
 		// Keep the saved state and the disk: a later wake may succeed.
 		d.destroyDomain(context.WithoutCancel(ctx), rec)
 		return nil, fmt.Errorf("wake: %w", err)
 	}
-	os.Remove(file)
+	m.mu.Lock()
+	m.wokeFrom = file
+	m.mu.Unlock()
 	return m, nil
+}
+
+var _ desktop.Committer = (*Machine)(nil)
+
+// Committed runs a woken machine's guest and removes the state it woke
+// from, now that the Manager's record names the running machine.
+func (m *Machine) Committed(ctx context.Context) error {
+	m.mu.Lock()
+	path := m.wokeFrom
+	m.wokeFrom = ""
+	m.mu.Unlock()
+	if path == "" {
+		return nil
+	}
+	if err := m.resume(ctx); err != nil {
+		return fmt.Errorf("wake: start guest: %w", err)
+	}
+	os.Remove(path)
+	return nil
 }

@@ -18,12 +18,16 @@ var _ desktop.Sweeper = (*Driver)(nil)
 
 // Sweep ends the desktop domains of this driver (marked RoleDesktop, their
 // run directory under this driver's) that no record in owned names: a
-// create that crashed between starting its domain and recording it.
+// create that crashed between starting its domain and recording it. A
+// domain of a desktop whose record says hibernated is a wake that crashed
+// before its record: it ends too, and only its run directory goes, for
+// the hibernated desktop's disk and state are in its data directory.
 func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, error) {
-	keep := map[string]bool{}
+	keep, hibernated := map[string]bool{}, map[string]bool{}
 	for _, raw := range owned {
 		if rec, err := parseRecord(raw); err == nil {
-			keep[rec.ID] = true
+			keep[rec.ID] = !rec.Hibernated
+			hibernated[rec.ID] = rec.Hibernated
 		}
 	}
 	doms, err := call(ctx, d.conn, func(l *golibvirt.Libvirt) ([]golibvirt.Domain, error) {
@@ -50,6 +54,9 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 			continue
 		}
 		do(ctx, d.conn, func(l *golibvirt.Libvirt) error { return l.DomainUndefineFlags(dom, 0) })
+		if hibernated[meta.ID] {
+			dirs.DataDir = ""
+		}
 		if err := dirs.Remove(); err != nil {
 			errs = append(errs, err)
 			continue

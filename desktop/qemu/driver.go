@@ -472,7 +472,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	proc, err := attachProcess(rec.Pid, rec.StartTime, rec.RunDir, rec.Path("qemu.log"), j.exit)
 	if err != nil {
 		j.exit()
-		if _, serr := os.Stat(rec.Path(hibernateState)); serr == nil {
+		if rec.Hibernation() {
 			// Ended after saving its whole state: a hibernation whose
 			// record a crash kept from being written.
 			raw, _ := json.Marshal(hibernatedRecord(rec, d.log))
@@ -485,7 +485,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		return nil, err
 	}
 	m.jail = j
-	if _, serr := os.Stat(rec.Path(hibernateState)); serr == nil {
+	if rec.Hibernation() {
 		if status, err := m.Status(ctx); err == nil && status == "postmigrate" {
 			// Its state saved whole and nothing run since: a crash came
 			// between the save and QEMU's end. Finish the hibernation.
@@ -498,8 +498,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	}
 	// Still running: a hibernation state beside it is one a crash cut
 	// short, and the running guest has moved on from it.
-	os.Remove(rec.Path(hibernateState))
-	os.Remove(rec.Path(hibernateState + ".partial"))
+	rec.RemoveHibernation()
 	// A snapshot a crash cut short may have switched the disk to its next
 	// overlay (one freeze at a time) before the record said so.
 	if disk, err := qemuvm.ActiveDisk(ctx, m.qmp); err == nil && disk.NodeName != rec.DiskNode {

@@ -367,14 +367,10 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	// Written under another name and renamed once synced: a hibernation
 	// state under its own name is whole, which is what recovery trusts
 	// when a crash ends hostd between QEMU's end and the record.
-	path := m.rec.Path(hibernateState)
-	partial := path + ".partial"
-	err = m.saveState(ctx, partial, false)
-	if err == nil {
-		err = renameSynced(partial, path)
-	}
+	err = qemuvm.SaveWhole(m.rec.Path(qemuvm.HibernateState), func(partial string) error {
+		return m.saveState(ctx, partial, false)
+	})
 	if err != nil {
-		os.Remove(partial)
 		if status == "running" {
 			m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil)
 		}
@@ -390,10 +386,6 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	return m.Record(), nil
 }
 
-// hibernateState is the file, in a machine's data directory, of its whole
-// saved state while it hibernates.
-const hibernateState = "hibernate.state"
-
 // hibernatedRecord is rec once its QEMU has ended with its state saved:
 // no process, no run directory, and its files root's, its user id back in
 // the range until a wake hands it a new one, so no later machine given
@@ -403,24 +395,10 @@ func hibernatedRecord(rec record, log *slog.Logger) record {
 	if err := qemuvm.Root.Chown(rec.DataDir, rec.Disk); err != nil {
 		log.Warn("hibernated machine's files keep their owner", "err", err)
 	}
-	rec.Hibernated, rec.HibernateFile = true, rec.Path(hibernateState)
+	rec.Hibernated, rec.HibernateFile = true, rec.Path(qemuvm.HibernateState)
 	rec.Pid, rec.StartTime = 0, 0
 	rec.UID, rec.Cgroup = 0, nil
 	return rec
-}
-
-// renameSynced renames a synced file into place and syncs its directory,
-// so the new name survives a crash.
-func renameSynced(from, to string) error {
-	if err := os.Rename(from, to); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(to))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
 }
 
 // wake restores a hibernated machine from its own full state.

@@ -13,20 +13,42 @@ const WriteThresholdEvent = "BLOCK_WRITE_THRESHOLD"
 // (driver "file"): where a threshold bounds the file's size, not the
 // guest's offsets.
 func ProtocolNode(ctx context.Context, ex Executor, path string) (string, error) {
+	nodes, err := fileNodes(ctx, ex)
+	if err != nil {
+		return "", err
+	}
+	node, ok := nodes[path]
+	if !ok {
+		return "", fmt.Errorf("no file node open on %s", path)
+	}
+	return node, nil
+}
+
+// FileOpen says whether QEMU has the file at path open as a block node.
+func FileOpen(ctx context.Context, ex Executor, path string) (bool, error) {
+	nodes, err := fileNodes(ctx, ex)
+	_, ok := nodes[path]
+	return ok, err
+}
+
+// fileNodes maps each file QEMU has open as a block node to its node's
+// name.
+func fileNodes(ctx context.Context, ex Executor) (map[string]string, error) {
 	var nodes []struct {
 		NodeName string `json:"node-name"`
 		Driver   string `json:"drv"`
 		File     string `json:"file"`
 	}
 	if err := ex.Execute(ctx, "query-named-block-nodes", map[string]any{"flat": true}, &nodes); err != nil {
-		return "", err
+		return nil, err
 	}
+	out := map[string]string{}
 	for _, n := range nodes {
-		if n.Driver == "file" && n.File == path {
-			return n.NodeName, nil
+		if n.Driver == "file" {
+			out[n.File] = n.NodeName
 		}
 	}
-	return "", fmt.Errorf("no file node open on %s", path)
+	return out, nil
 }
 
 // SetWriteThreshold asks QEMU for WriteThresholdEvent once a write on node

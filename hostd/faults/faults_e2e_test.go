@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 // host is one hostd state directory and the process serving it.
 type host struct {
 	t        *testing.T
+	driver   string
 	state    string
 	runDir   string
 	snapshot string
@@ -54,9 +55,9 @@ type host struct {
 	c        *client.Client
 }
 
-func newHost(t *testing.T) *host {
+func newHost(t *testing.T, driver string) *host {
 	baked := testenv.Snapshot(t, "minimal")
-	h := &host{t: t, state: testenv.DataDir(t), runDir: testenv.RunDir(t), snapshot: baked.Snapshot.Name}
+	h := &host{t: t, driver: driver, state: testenv.DataDir(t), runDir: testenv.RunDir(t), snapshot: baked.Snapshot.Name}
 	snaps := filepath.Join(h.state, "snapshots")
 	if err := os.MkdirAll(snaps, 0o700); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func (h *host) start(fault string) {
 	}
 	defer logf.Close()
 	h.cmd = exec.Command(os.Args[0], "serve", "--state-dir", h.state, "--run-dir", h.runDir,
-		"--cache-dir", testenv.CacheDir(), "--listen", "127.0.0.1:0", "--accel", "tcg", "--pool", "0")
+		"--cache-dir", testenv.CacheDir(), "--listen", "127.0.0.1:0", "--accel", "tcg", "--pool", "0", "--driver", h.driver)
 	h.cmd.Env = append(os.Environ(), runAsHostd+"=1", desktop.FaultEnv+"="+fault)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	if err := h.cmd.Start(); err != nil {
@@ -249,7 +250,29 @@ func points() []point {
 
 // TestKillPoints kills hostd at each kill point and checks recovery. The
 // table it logs is the one in docs/SECURITY.md.
-func TestKillPoints(t *testing.T) {
+func TestKillPoints(t *testing.T) { testKillPoints(t, "qemu") }
+
+// TestKillPointsLibvirt is TestKillPoints with hostd on the libvirt
+// driver.
+func TestKillPointsLibvirt(t *testing.T) {
+	testenv.SkipShort(t)
+	needLibvirtd(t)
+	testKillPoints(t, "libvirt")
+}
+
+// needLibvirtd skips the test (fails it under CI=true) when no libvirtd
+// runs: scripts/libvirtd --test starts one.
+func needLibvirtd(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("../../scripts/libvirtd", "--status").CombinedOutput(); err != nil {
+		if testenv.InCI() {
+			t.Fatalf("libvirtd is not running: %s", out)
+		}
+		t.Skipf("libvirtd is not running (scripts/libvirtd --test starts one): %s", out)
+	}
+}
+
+func testKillPoints(t *testing.T, driver string) {
 	testenv.SkipShort(t)
 	ps := points()
 	var covered []string
@@ -264,7 +287,7 @@ func TestKillPoints(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			h := newHost(t)
+			h := newHost(t, driver)
 			h.start(p.name)
 			id := p.prepare(ctx, h)
 			if err := p.op(ctx, h, id); err == nil {
@@ -397,7 +420,7 @@ func TestKillWithVolumeAttached(t *testing.T) {
 	testenv.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	h := newHost(t)
+	h := newHost(t, "qemu")
 	h.start("")
 	if _, err := h.c.CreateVolume(ctx, api.CreateVolume{Name: "ws", SizeMiB: 32}); err != nil {
 		h.fail("create volume: %v", err)

@@ -1,0 +1,54 @@
+package qemuvm
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// HibernateState is the file, in a machine's data directory, of its whole
+// saved state while it hibernates.
+const HibernateState = "hibernate.state"
+
+// SaveWhole has save write a state under path's partial name, then
+// renames it to path and syncs the directory: a file under path is whole,
+// which is what recovery trusts when a crash ends hostd between the
+// machine's end and its record. save must sync the file it writes. On
+// failure nothing is left under either name.
+func SaveWhole(path string, save func(partial string) error) error {
+	partial := path + ".partial"
+	err := save(partial)
+	if err == nil {
+		err = renameSynced(partial, path)
+	}
+	if err != nil {
+		os.Remove(partial)
+	}
+	return err
+}
+
+// Hibernation says whether dirs hold a whole hibernation state.
+func (d Dirs) Hibernation() bool {
+	_, err := os.Stat(d.Path(HibernateState))
+	return err == nil
+}
+
+// RemoveHibernation removes a hibernation state, whole or partial: one
+// beside a machine still running is stale, its guest has moved on.
+func (d Dirs) RemoveHibernation() {
+	os.Remove(d.Path(HibernateState))
+	os.Remove(d.Path(HibernateState + ".partial"))
+}
+
+// renameSynced renames a synced file into place and syncs its directory,
+// so the new name survives a crash.
+func renameSynced(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
