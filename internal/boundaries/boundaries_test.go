@@ -64,6 +64,9 @@ var rules = []rule{
 	{[]string{"agentmcp"}, func(p string) bool {
 		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt")
 	}, "the MCP front door drives desktops only through the API's client", false},
+	{[]string{"fleet"}, func(p string) bool {
+		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt", "desktop/qemuvm")
+	}, "the fleet's store and membership know desktops as records: no driver, no HTTP front door, no hostd", false},
 	{[]string{"e2b"}, func(p string) bool {
 		return under(p, "web", "hostd", "desktop/qemu", "desktop/libvirt") || strings.HasPrefix(p, "github.com/gin-gonic/")
 	}, "the E2B front door lands on the Manager and the drive service, in plain net/http", false},

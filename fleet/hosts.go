@@ -1,0 +1,132 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Host is what a hostd says of itself in the fleet: where to reach it,
+// how much it may still take, what it can restore and what it holds.
+type Host struct {
+	Name    string `json:"name"`
+	Address string `json:"address"` // hostd's API, host:port
+	// Capacity and load.
+	MemoryMiB     int `json:"memory_mib"` // --max-memory-mib
+	MaxDesktops   int `json:"max_desktops"`
+	UsedMemoryMiB int `json:"used_memory_mib"`
+	Desktops      int `json:"desktops"`
+	// Restore is what a snapshot must have been made with to restore here.
+	Restore RestoreKey `json:"restore"`
+	// Snapshots are the snapshots whose files this host holds.
+	Snapshots []string `json:"snapshots,omitempty"`
+}
+
+// RestoreKey is what a memory snapshot depends on beyond its files: it
+// restores only on a host with the same QEMU build, machine type and
+// accelerator.
+type RestoreKey struct {
+	QEMU    string `json:"qemu"`
+	Machine string `json:"machine"`
+	Accel   string `json:"accel"`
+}
+
+// Membership is this host's leased key in the fleet: it is there while
+// the host keeps its lease alive, and goes by itself TTL after the host
+// stops (killed, or cut off from etcd).
+type Membership struct {
+	c     *clientv3.Client
+	key   string
+	lease clientv3.LeaseID
+	stop  context.CancelFunc
+	lost  chan struct{}
+}
+
+func hostKey(prefix, name string) string { return prefix + "hosts/" + name }
+
+// Join puts h under its leased key, with a lease of ttl (whole seconds, at
+// least 2), and keeps the lease alive until Leave or until ctx ends. Lost
+// is closed if the lease runs out first.
+func Join(ctx context.Context, c *clientv3.Client, prefix string, h Host, ttl time.Duration) (*Membership, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if ttl < 2*time.Second {
+		return nil, fmt.Errorf("fleet: a host's lease of %s is too short: at least 2s", ttl)
+	}
+	grant, err := c.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return nil, unreachable("join", err)
+	}
+	m := &Membership{c: c, key: hostKey(prefix, h.Name), lease: grant.ID, lost: make(chan struct{})}
+	if err := m.Update(ctx, h); err != nil {
+		c.Revoke(context.WithoutCancel(ctx), grant.ID)
+		return nil, err
+	}
+	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stop = stop
+	alive, err := c.KeepAlive(kctx, grant.ID)
+	if err != nil {
+		stop()
+		c.Revoke(context.WithoutCancel(ctx), grant.ID)
+		return nil, unreachable("join", err)
+	}
+	go func() {
+		for range alive {
+		}
+		// The channel closes when the lease is gone or the keep-alive was
+		// stopped.
+		if kctx.Err() == nil {
+			close(m.lost)
+		}
+	}()
+	context.AfterFunc(ctx, stop)
+	return m, nil
+}
+
+// Update writes h again under the same lease (its load changed).
+func (m *Membership) Update(ctx context.Context, h Host) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if _, err := m.c.Put(ctx, m.key, string(b), clientv3.WithLease(m.lease)); err != nil {
+		return unreachable("update host", err)
+	}
+	return nil
+}
+
+// Lost is closed when the lease ran out while the host still wanted it.
+func (m *Membership) Lost() <-chan struct{} { return m.lost }
+
+// Leave takes the host out of the fleet at once.
+func (m *Membership) Leave(ctx context.Context) error {
+	m.stop()
+	if _, err := m.c.Revoke(ctx, m.lease); err != nil {
+		return unreachable("leave", err)
+	}
+	return nil
+}
+
+// Hosts lists the hosts whose lease is alive.
+func Hosts(ctx context.Context, c *clientv3.Client, prefix string) ([]Host, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	resp, err := c.Get(ctx, prefix+"hosts/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, unreachable("list hosts", err)
+	}
+	var out []Host
+	for _, kv := range resp.Kvs {
+		var h Host
+		if err := json.Unmarshal(kv.Value, &h); err != nil {
+			return nil, fmt.Errorf("host record %s: %w", kv.Key, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}

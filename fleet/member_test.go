@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEtcdConfigChecksItsInput(t *testing.T) {
+	three := []Peer{
+		{Name: "a", PeerURL: "http://127.0.0.11:2380", ClientURL: "http://127.0.0.11:2379"},
+		{Name: "b", PeerURL: "http://127.0.0.12:2380", ClientURL: "http://127.0.0.12:2379"},
+		{Name: "c", PeerURL: "http://127.0.0.13:2380", ClientURL: "http://127.0.0.13:2379"},
+	}
+	good := MemberConfig{Cluster: "f", Name: "b", Peers: three, DataDir: "/state/etcd"}
+	cfg, err := etcdConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "b" || cfg.InitialClusterToken != "f" || cfg.ListenPeerUrls[0].Host != "127.0.0.12:2380" || cfg.ListenClientUrls[0].Host != "127.0.0.12:2379" {
+		t.Fatalf("config %+v", cfg)
+	}
+	if cfg.InitialCluster != "a=http://127.0.0.11:2380,b=http://127.0.0.12:2380,c=http://127.0.0.13:2380" {
+		t.Fatalf("initial cluster %q", cfg.InitialCluster)
+	}
+	if len(cfg.ListenMetricsUrls) != 0 {
+		t.Fatalf("etcd would listen for metrics on %v", cfg.ListenMetricsUrls)
+	}
+	for name, tt := range map[string]struct {
+		mutate func(*MemberConfig)
+		want   string
+	}{
+		"no cluster": {func(c *MemberConfig) { c.Cluster = "" }, "needs a name"},
+		"two peers":  {func(c *MemberConfig) { c.Peers = c.Peers[:2] }, "3 or 5 members"},
+		"not a peer": {func(c *MemberConfig) { c.Name = "z" }, "not among the peers"},
+		"twice":      {func(c *MemberConfig) { c.Peers = []Peer{three[0], three[0], three[2]} }, "appears twice"},
+		"bad name": {func(c *MemberConfig) {
+			c.Peers = []Peer{three[0], {Name: "x=y", PeerURL: three[1].PeerURL, ClientURL: three[1].ClientURL}, three[2]}
+		}, "name"},
+		"https sans tls": {func(c *MemberConfig) {
+			c.Peers = []Peer{three[0], {Name: "b", PeerURL: "https://127.0.0.12:2380", ClientURL: three[1].ClientURL}, three[2]}
+		}, "want http://"},
+		"http with tls": {func(c *MemberConfig) { c.TLS = &TLSFiles{} }, "want https://"},
+		"no port": {func(c *MemberConfig) {
+			c.Peers = []Peer{three[0], {Name: "b", PeerURL: "http://127.0.0.12", ClientURL: three[1].ClientURL}, three[2]}
+		}, "HOST:PORT"},
+		"no data dir": {func(c *MemberConfig) { c.DataDir = "" }, "data directory"},
+	} {
+		c := good
+		c.Peers = append([]Peer(nil), good.Peers...)
+		tt.mutate(&c)
+		if _, err := etcdConfig(c); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tt.want)
+		}
+	}
+}
+
+func TestWriteCerts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	now := time.Now()
+	hosts := []CertHost{{Name: "h1", Addrs: []string{"127.0.0.11", "h1.example"}}, {Name: "h2", Addrs: []string{"127.0.0.12"}}}
+	if err := WriteCerts(dir, "f", hosts, now); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("ca.pem: %v", err)
+	}
+	for _, h := range hosts {
+		b, err := os.ReadFile(filepath.Join(dir, h.Name+".pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(b)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: now}); err != nil {
+				t.Errorf("%s for %v: %v", h.Name, usage, err)
+			}
+		}
+		if !cert.IPAddresses[0].Equal(net.ParseIP(h.Addrs[0])) {
+			t.Errorf("%s's certificate names %v", h.Name, cert.IPAddresses)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, h.Name+"-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s's key: %v, %v", h.Name, fi, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err == nil {
+		t.Error("the CA's key was written")
+	}
+	if err := WriteCerts(dir, "f", hosts, now); err == nil || !strings.Contains(err.Error(), "already holds a CA") {
+		t.Errorf("a second WriteCerts into the same dir: %v", err)
+	}
+	for name, hs := range map[string][]CertHost{
+		"no hosts":   nil,
+		"no address": {{Name: "h1"}},
+		"twice":      {{Name: "h1", Addrs: []string{"127.0.0.11"}}, {Name: "h1", Addrs: []string{"127.0.0.12"}}},
+		"path name":  {{Name: "../h1", Addrs: []string{"127.0.0.11"}}},
+	} {
+		d := filepath.Join(t.TempDir(), "c")
+		if err := WriteCerts(d, "f", hs, now); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s: left %s behind", name, d)
+		}
+	}
+}

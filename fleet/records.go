@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/volume"
+)
+
+// Records keeps one host's records (desktops and volumes) in the fleet's
+// etcd: the same interface as the single-host bbolt store (hostd/store),
+// held to the same tests (hostd/store/storetest).
+//
+// Keys: Prefix+"desktops/"+ID holds a desktopRecord (the desktop and the
+// host that runs it: one key space for the fleet, so any host can find
+// any desktop); Prefix+"volumes/"+Host+"/"+Name a volume (a volume's
+// files are on its host).
+type Records struct {
+	c      *clientv3.Client
+	host   string
+	prefix string
+}
+
+var (
+	_ desktop.Store = (*Records)(nil)
+	_ volume.Store  = (*Records)(nil)
+)
+
+// DefaultPrefix is where warmdesk's keys live in etcd.
+const DefaultPrefix = "/wd/"
+
+// recordTimeout bounds each call: a host cut off from etcd (no majority
+// reachable) fails its record changes after it, and changes none until
+// etcd answers again. Within it each attempt has attemptTimeout: a call
+// that reached a member whose leader has just died waits for etcd's own
+// request timeout (7 s by default) unless given up and tried again, and
+// by then the others have elected a new leader (1 to 2 s).
+const (
+	recordTimeout  = 10 * time.Second
+	attemptTimeout = 2 * time.Second
+)
+
+// ErrNotOwned is a write to a desktop record another host holds.
+var ErrNotOwned = errors.New("the desktop's record belongs to another host")
+
+// desktopRecord is the value under a desktop's key.
+type desktopRecord struct {
+	Host    string          `json:"host"`
+	Desktop desktop.Desktop `json:"desktop"`
+}
+
+// NewRecords is host's records in the etcd c reaches, under prefix
+// (DefaultPrefix when empty).
+func NewRecords(c *clientv3.Client, host, prefix string) *Records {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Records{c: c, host: host, prefix: prefix}
+}
+
+func (r *Records) desktopKey(id string) string { return r.prefix + "desktops/" + id }
+func (r *Records) volumePrefix() string        { return r.prefix + "volumes/" + r.host + "/" }
+
+// retry runs call, each attempt bounded by attemptTimeout, until it
+// succeeds or recordTimeout has passed.
+func retry(what string, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+		err := call(actx)
+		acancel()
+		if err == nil || errors.Is(err, ErrNotOwned) || errors.Is(err, errBadRecord) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return unreachable(what, err)
+		}
+	}
+}
+
+// errBadRecord marks a record that cannot be read: trying again will not
+// help.
+var errBadRecord = errors.New("unreadable record")
+
+// unreachable words an etcd failure for the records' callers.
+func unreachable(op string, err error) error {
+	return fmt.Errorf("%w: %s: the fleet's records (etcd) did not answer: %w", desktop.ErrUnavailable, op, err)
+}
+
+// LoadDesktops returns this host's desktop records.
+func (r *Records) LoadDesktops() ([]desktop.Desktop, error) {
+	var out []desktop.Desktop
+	err := retry("load desktops", func(ctx context.Context) error {
+		resp, err := r.c.Get(ctx, r.prefix+"desktops/", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		out = nil
+		for _, kv := range resp.Kvs {
+			var rec desktopRecord
+			if err := json.Unmarshal(kv.Value, &rec); err != nil {
+				return fmt.Errorf("%w: desktop record %s: %w", errBadRecord, kv.Key, err)
+			}
+			if rec.Host == r.host {
+				out = append(out, rec.Desktop)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutDesktop writes a desktop record of this host. A record another host
+// holds is not overwritten (ErrNotOwned): the write is a transaction on
+// the key's revision, so a change made meanwhile is seen.
+func (r *Records) PutDesktop(d desktop.Desktop) error {
+	v, err := json.Marshal(desktopRecord{Host: r.host, Desktop: d})
+	if err != nil {
+		return err
+	}
+	return r.ownedTxn("put desktop "+d.ID, r.desktopKey(d.ID), clientv3.OpPut(r.desktopKey(d.ID), string(v)))
+}
+
+// DeleteDesktop removes a desktop record of this host; one that is not
+// there is not an error.
+func (r *Records) DeleteDesktop(id string) error {
+	return r.ownedTxn("delete desktop "+id, r.desktopKey(id), clientv3.OpDelete(r.desktopKey(id)))
+}
+
+// ownedTxn runs op on key if the key is absent or this host's, retrying
+// when another writer changed it between the read and the write.
+func (r *Records) ownedTxn(what, key string, op clientv3.Op) error {
+	return retry(what, func(ctx context.Context) error {
+		for {
+			resp, err := r.c.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+			if len(resp.Kvs) == 1 {
+				kv := resp.Kvs[0]
+				var rec desktopRecord
+				if err := json.Unmarshal(kv.Value, &rec); err != nil {
+					return fmt.Errorf("%w: %s: record %s: %w", errBadRecord, what, key, err)
+				}
+				if rec.Host != r.host {
+					return fmt.Errorf("%s: %w (%s)", what, ErrNotOwned, rec.Host)
+				}
+				cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+			}
+			txn, err := r.c.Txn(ctx).If(cmp).Then(op).Commit()
+			if err != nil {
+				return err
+			}
+			if txn.Succeeded {
+				return nil
+			}
+		}
+	})
+}
+
+// LoadVolumes returns this host's volume records.
+func (r *Records) LoadVolumes() ([]volume.Volume, error) {
+	var out []volume.Volume
+	err := retry("load volumes", func(ctx context.Context) error {
+		resp, err := r.c.Get(ctx, r.volumePrefix(), clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		out = nil
+		for _, kv := range resp.Kvs {
+			var v volume.Volume
+			if err := json.Unmarshal(kv.Value, &v); err != nil {
+				return fmt.Errorf("%w: volume record %s: %w", errBadRecord, kv.Key, err)
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutVolume writes a volume record.
+func (r *Records) PutVolume(v volume.Volume) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return retry("put volume "+v.Name, func(ctx context.Context) error {
+		_, err := r.c.Put(ctx, r.volumePrefix()+v.Name, string(b))
+		return err
+	})
+}
+
+// DeleteVolume removes a volume record.
+func (r *Records) DeleteVolume(name string) error {
+	return retry("delete volume "+name, func(ctx context.Context) error {
+		_, err := r.c.Delete(ctx, r.volumePrefix()+name)
+		return err
+	})
+}
