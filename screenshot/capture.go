@@ -8,6 +8,7 @@ import (
 	"image"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/disintegration/imaging"
@@ -120,12 +121,13 @@ func (c *Capturer) Capture(ctx context.Context, opts Options) (Shot, error) {
 	}
 	key := cacheKey{counter: counter, opts: o, cursor: cur.sig}
 	return c.cache.do(ctx, key, func() (Shot, error) {
+		slots := *encodeSlots.Load()
 		select {
-		case encodeSlots <- struct{}{}:
+		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return Shot{}, fmt.Errorf("capture: waiting for an encoder: %w", ctx.Err())
 		}
-		defer func() { <-encodeSlots }()
+		defer func() { <-slots }()
 		return c.capture(o, cur)
 	})
 }
@@ -134,7 +136,24 @@ func (c *Capturer) Capture(ctx context.Context, opts Options) (Shot, error) {
 // the process: each holds a frame copy and maybe a scaled picture (tens of
 // MiB for large outputs), and more than the CPUs can run would only queue
 // inside the encoders while holding that memory.
-var encodeSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+var encodeSlots atomic.Pointer[chan struct{}]
+
+// DefaultEncodes is how many encodes run at once unless LimitEncodes says
+// otherwise: max(2, GOMAXPROCS).
+func DefaultEncodes() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+func init() { LimitEncodes(0) }
+
+// LimitEncodes sets how many screenshot encodes run at once across the
+// process (--screenshot-encodes); 0 or less takes DefaultEncodes. Encodes
+// already running finish under the old bound.
+func LimitEncodes(n int) {
+	if n <= 0 {
+		n = DefaultEncodes()
+	}
+	slots := make(chan struct{}, n)
+	encodeSlots.Store(&slots)
+}
 
 // Stats returns what the cache did so far.
 func (c *Capturer) Stats() CacheStats { return c.cache.snapshot() }

@@ -27,10 +27,13 @@ func (b *blockingSource) Cursor() (*image.RGBA, image.Point, bool) {
 	return nil, image.Point{}, false
 }
 
-// No more encodes run at once than there are slots, however many desktops
-// ask; the others wait their turn and then succeed.
+// No more encodes run at once than there are slots (as set by
+// LimitEncodes, the flag), however many desktops ask; the others wait
+// their turn and then succeed.
 func TestEncodesAreBounded(t *testing.T) {
-	slots := cap(encodeSlots)
+	const slots = 3
+	LimitEncodes(slots)
+	defer LimitEncodes(0)
 	entered, release := make(chan struct{}, 64), make(chan struct{})
 	n := slots + 3
 	var wg sync.WaitGroup
@@ -52,7 +55,7 @@ func TestEncodesAreBounded(t *testing.T) {
 			t.Fatal("the first encodes did not start")
 		}
 	}
-	if held := len(encodeSlots); held != slots {
+	if held := len(*encodeSlots.Load()); held != slots {
 		t.Fatalf("%d encodes hold slots, want all %d", held, slots)
 	}
 	select {

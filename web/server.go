@@ -43,6 +43,9 @@ type Config struct {
 	// E2B, when set, builds the E2B front door served under /e2b, given
 	// the daemon's current token (its API key; rotations apply at once).
 	E2B func(daemonToken func() string) http.Handler
+	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
+	// open at once; 0 takes the package's defaults.
+	MaxViewersPerDesktop, MaxViewersPerToken int
 }
 
 // Server serves the API and pages.
@@ -51,7 +54,7 @@ type Server struct {
 	log     *slog.Logger
 	engine  *gin.Engine
 	views   *viewTokens
-	viewers viewerCount
+	viewers *viewerCount
 	token   atomic.Pointer[string] // the daemon's token, swapped by a rotation
 	// rotating serialises rotations of the daemon's token.
 	rotating sync.Mutex
@@ -68,7 +71,7 @@ func New(cfg Config) *Server {
 		cfg.Metrics = NewMetrics(cfg.Manager)
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens()}
+	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens(), viewers: newViewerCount(cfg.MaxViewersPerDesktop, cfg.MaxViewersPerToken)}
 	s.token.Store(&cfg.Token)
 	s.engine.Use(s.recoverPanics, s.logRequests)
 	s.engine.GET("/healthz", s.healthz)

@@ -5,10 +5,11 @@ import (
 	"sync"
 )
 
-// Viewer caps: each VNC WebSocket holds a connection to QEMU's VNC server
-// and a stream of frames, so the viewers of one desktop, and of one
-// per-desktop token, are bounded. The daemon's token counts only against
-// its desktop's cap.
+// Viewer caps by default (Config.MaxViewersPerDesktop, ...PerToken;
+// --max-viewers-per-desktop, --max-viewers-per-token): each VNC WebSocket
+// holds a connection to QEMU's VNC server and a stream of frames, so the
+// viewers of one desktop, and of one per-desktop token, are bounded. The
+// daemon's token counts only against its desktop's cap.
 const (
 	MaxViewersPerDesktop = 16
 	MaxViewersPerToken   = 4
@@ -16,9 +17,21 @@ const (
 
 // viewerCount tracks open VNC WebSockets by desktop and by token.
 type viewerCount struct {
-	mu        sync.Mutex
-	byDesktop map[string]int
-	byToken   map[string]int
+	perDesktop, perToken int // the caps
+	mu                   sync.Mutex
+	byDesktop            map[string]int
+	byToken              map[string]int
+}
+
+// newViewerCount is a count with these caps; 0 takes the default.
+func newViewerCount(perDesktop, perToken int) *viewerCount {
+	if perDesktop <= 0 {
+		perDesktop = MaxViewersPerDesktop
+	}
+	if perToken <= 0 {
+		perToken = MaxViewersPerToken
+	}
+	return &viewerCount{perDesktop: perDesktop, perToken: perToken, byDesktop: map[string]int{}, byToken: map[string]int{}}
 }
 
 // open claims a viewer slot of a desktop (and of a per-desktop token, by
@@ -26,14 +39,11 @@ type viewerCount struct {
 func (v *viewerCount) open(desktop, token string) (release func(), err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.byDesktop == nil {
-		v.byDesktop, v.byToken = map[string]int{}, map[string]int{}
+	if v.byDesktop[desktop] >= v.perDesktop {
+		return nil, fmt.Errorf("%s has %d viewers open, the most one desktop may have (--max-viewers-per-desktop): close one first", desktop, v.perDesktop)
 	}
-	if v.byDesktop[desktop] >= MaxViewersPerDesktop {
-		return nil, fmt.Errorf("%s has %d viewers open, the most one desktop may have: close one first", desktop, MaxViewersPerDesktop)
-	}
-	if token != "" && v.byToken[token] >= MaxViewersPerToken {
-		return nil, fmt.Errorf("this token has %d viewers open, the most one share link may have: close one first", MaxViewersPerToken)
+	if token != "" && v.byToken[token] >= v.perToken {
+		return nil, fmt.Errorf("this token has %d viewers open, the most one share link may have (--max-viewers-per-token): close one first", v.perToken)
 	}
 	v.byDesktop[desktop]++
 	if token != "" {

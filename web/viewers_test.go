@@ -6,7 +6,7 @@ import (
 )
 
 func TestViewerCaps(t *testing.T) {
-	var v viewerCount
+	v := newViewerCount(0, 0)
 	var releases []func()
 	for i := range MaxViewersPerToken {
 		r, err := v.open("d-1", "sig-a")
@@ -45,5 +45,22 @@ func TestViewerCaps(t *testing.T) {
 	}
 	if _, err := v.open("d-1", "sig-b"); err == nil {
 		t.Fatal("a second release freed a second slot")
+	}
+}
+
+// The caps are the configured ones when set (the flags).
+func TestViewerCapsFromConfig(t *testing.T) {
+	v := newViewerCount(2, 1)
+	if _, err := v.open("d-1", "sig-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.open("d-1", "sig-a"); err == nil {
+		t.Fatal("a second viewer of a token capped at 1 was let in")
+	}
+	if _, err := v.open("d-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.open("d-1", ""); err == nil {
+		t.Fatal("a third viewer of a desktop capped at 2 was let in")
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
@@ -30,6 +29,7 @@ import (
 	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/recording"
+	"github.com/warmdesk/warmdesk/screenshot"
 	"github.com/warmdesk/warmdesk/volume"
 	"github.com/warmdesk/warmdesk/web"
 )
@@ -113,7 +113,9 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.Close()
 		return nil, err
 	}
+	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
+		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {
@@ -187,9 +189,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	// in the headers has been checked. Idle keep-alive connections close.
 	srv := &http.Server{
 		Handler:           a.Web.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: a.cfg.HeaderTimeout,
 		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       a.cfg.IdleTimeout,
 	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()

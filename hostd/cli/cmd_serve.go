@@ -18,6 +18,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
 	a, err := app.Open(ctx, cfg, e.log)
 	if err != nil {
 		return err

@@ -111,6 +111,14 @@ type Serve struct {
 	// E2BGuestOnly runs every E2B command in the guest, turning the fast
 	// paths for the SDK's screenshot and pointer commands off.
 	E2BGuestOnly bool
+	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
+	// open at once; ScreenshotEncodes the screenshot encodes running at
+	// once across all desktops (0: max(2, GOMAXPROCS)).
+	MaxViewersPerDesktop, MaxViewersPerToken int
+	ScreenshotEncodes                        int
+	// HeaderTimeout bounds reading a request's headers; IdleTimeout closes
+	// idle keep-alive connections.
+	HeaderTimeout, IdleTimeout time.Duration
 }
 
 // DefaultServe returns the defaults.
@@ -119,6 +127,8 @@ func DefaultServe() Serve {
 		Paths: DefaultPaths(), Listen: env("WARMDESK_LISTEN", DefaultListen),
 		Driver: "qemu", Accel: "auto", LibvirtURI: "qemu:///system",
 		Limits: desktop.DefaultLimits(), ShutdownGrace: 30 * time.Second,
+		MaxViewersPerDesktop: 16, MaxViewersPerToken: 4,
+		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 	}
 }
 
@@ -136,6 +146,11 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Limits.MaxFork, "max-fork", s.Limits.MaxFork, "most copies one fork may make")
 	fs.IntVar(&s.Limits.MaxDiskMiB, "max-disk-mib", s.Limits.MaxDiskMiB, "largest disk_mib a desktop may ask for, and largest volume, MiB")
 	fs.DurationVar(&s.Limits.MaxTTL, "max-ttl", s.Limits.MaxTTL, "longest TTL a desktop may ask for")
+	fs.IntVar(&s.MaxViewersPerDesktop, "max-viewers-per-desktop", s.MaxViewersPerDesktop, "VNC WebSockets (viewers) one desktop may have open at once; one more answers 429")
+	fs.IntVar(&s.MaxViewersPerToken, "max-viewers-per-token", s.MaxViewersPerToken, "viewers one share link (per-desktop token) may have open at once; one more answers 429")
+	fs.IntVar(&s.ScreenshotEncodes, "screenshot-encodes", s.ScreenshotEncodes, "screenshot encodes running at once across all desktops, the others wait their turn; 0: max(2, CPUs)")
+	fs.DurationVar(&s.HeaderTimeout, "http-header-timeout", s.HeaderTimeout, "how long a client may take to send a request's headers")
+	fs.DurationVar(&s.IdleTimeout, "http-idle-timeout", s.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
@@ -154,6 +169,27 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&s.E2BGuestOnly, "e2b-guest-only", s.E2BGuestOnly, "run every E2B command in the guest: no fast paths for the SDK's scrot and xdotool commands (docs/E2B.md)")
 	fs.StringVar(&s.E2BDomain, "e2b-domain", s.E2BDomain, "domain E2B sandboxes report: the SDK builds https://PORT-ID.DOMAIN from it (docs/E2B.md)")
+}
+
+// Check says which of the daemon's limits is out of range, and what to
+// give instead.
+func (s Serve) Check() error {
+	for _, c := range []struct {
+		flag string
+		bad  bool
+		want string
+	}{
+		{"max-viewers-per-desktop", s.MaxViewersPerDesktop < 1, "at least 1"},
+		{"max-viewers-per-token", s.MaxViewersPerToken < 1 || s.MaxViewersPerToken > s.MaxViewersPerDesktop, "from 1 up to --max-viewers-per-desktop"},
+		{"screenshot-encodes", s.ScreenshotEncodes < 0, "0 (the default: max(2, CPUs)) or more"},
+		{"http-header-timeout", s.HeaderTimeout <= 0, "a positive duration, such as 10s"},
+		{"http-idle-timeout", s.IdleTimeout <= 0, "a positive duration, such as 2m"},
+	} {
+		if c.bad {
+			return fmt.Errorf("--%s is out of range: give %s", c.flag, c.want)
+		}
+	}
+	return nil
 }
 
 // ParseSize reads a size such as 1GiB, 512MiB, 2G or 1024 (MiB) into MiB.

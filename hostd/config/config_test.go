@@ -1,0 +1,26 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeCheck(t *testing.T) {
+	if err := DefaultServe().Check(); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	for flag, mutate := range map[string]func(*Serve){
+		"max-viewers-per-desktop": func(s *Serve) { s.MaxViewersPerDesktop = 0 },
+		"max-viewers-per-token":   func(s *Serve) { s.MaxViewersPerToken = s.MaxViewersPerDesktop + 1 },
+		"screenshot-encodes":      func(s *Serve) { s.ScreenshotEncodes = -1 },
+		"http-header-timeout":     func(s *Serve) { s.HeaderTimeout = 0 },
+		"http-idle-timeout":       func(s *Serve) { s.IdleTimeout = -time.Second },
+	} {
+		s := DefaultServe()
+		mutate(&s)
+		if err := s.Check(); err == nil || !strings.Contains(err.Error(), "--"+flag) {
+			t.Errorf("%s out of range: %v, want an error naming the flag", flag, err)
+		}
+	}
+}
