@@ -115,3 +115,53 @@ func TestWriteCerts(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePeers(t *testing.T) {
+	ps, err := ParsePeers("h1=127.0.0.11, h2=127.0.0.12,h3=::1", 2380, 2379, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[0] != (Peer{Name: "h1", PeerURL: "https://127.0.0.11:2380", ClientURL: "https://127.0.0.11:2379"}) || ps[2].PeerURL != "https://[::1]:2380" {
+		t.Fatalf("peers %+v", ps)
+	}
+	if ps[2].Address() != "::1" || ps[0].Address() != "127.0.0.11" {
+		t.Fatalf("addresses %q %q", ps[0].Address(), ps[2].Address())
+	}
+	for _, bad := range []struct {
+		raw        string
+		peer, cli  int
+		wantSubstr string
+	}{
+		{"", 2380, 2379, "empty"},
+		{"h1", 2380, 2379, "NAME=ADDRESS"},
+		{"h1=127.0.0.11:2380", 2380, 2379, "no port"},
+		{"=127.0.0.11", 2380, 2379, "NAME=ADDRESS"},
+		{"h1=127.0.0.11", 2380, 2380, "two ports"},
+		{"h1=127.0.0.11", 0, 2379, "1 to 65535"},
+	} {
+		if _, err := ParsePeers(bad.raw, bad.peer, bad.cli, false); err == nil || !strings.Contains(err.Error(), bad.wantSubstr) {
+			t.Errorf("%q: %v, want an error saying %q", bad.raw, err, bad.wantSubstr)
+		}
+	}
+}
+
+// Whatever --cluster-peers says, ParsePeers does not panic, and what it
+// accepts are URLs the member's configuration accepts too.
+func FuzzParsePeers(f *testing.F) {
+	f.Add("h1=127.0.0.11,h2=127.0.0.12,h3=127.0.0.13")
+	f.Add("a=::1")
+	f.Add("x=y=z,,")
+	f.Fuzz(func(t *testing.T, raw string) {
+		ps, err := ParsePeers(raw, 2380, 2379, true)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			for _, u := range []string{p.PeerURL, p.ClientURL} {
+				if _, err := parseMemberURL(u, true); err != nil {
+					t.Fatalf("accepted %q, whose URL %q the member refuses: %v", raw, u, err)
+				}
+			}
+		}
+	})
+}
