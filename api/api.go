@@ -320,3 +320,25 @@ type RecordingEntry struct {
 	Kind    string    `json:"kind"` // action, exec, control, devtools, state, reset
 	Summary string    `json:"summary"`
 }
+
+// Fleet is the fleet this host belongs to (GET /v1/fleet): its hosts whose
+// lease is alive.
+type Fleet struct {
+	Name  string      `json:"name"`
+	Self  string      `json:"self"` // the host that answered
+	Hosts []FleetHost `json:"hosts"`
+}
+
+// FleetHost is one host of a fleet, as it says of itself.
+type FleetHost struct {
+	Name          string   `json:"name"`
+	Address       string   `json:"address"`
+	MemoryMiB     int      `json:"memory_mib"`
+	MaxDesktops   int      `json:"max_desktops"`
+	UsedMemoryMiB int      `json:"used_memory_mib"`
+	Desktops      int      `json:"desktops"`
+	QEMU          string   `json:"qemu"`
+	Machine       string   `json:"machine"`
+	Accel         string   `json:"accel"`
+	Snapshots     []string `json:"snapshots,omitempty"`
+}

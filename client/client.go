@@ -219,3 +219,11 @@ func (c *Client) DevToolsURL(ctx context.Context, id string) (api.DevToolsURL, e
 	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/cdp/url", nil, &out)
 	return out, err
 }
+
+// Fleet lists the fleet the host belongs to; a single host answers 409
+// not_a_fleet.
+func (c *Client) Fleet(ctx context.Context) (api.Fleet, error) {
+	var f api.Fleet
+	err := c.Do(ctx, http.MethodGet, "/v1/fleet", nil, &f)
+	return f, err
+}

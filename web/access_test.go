@@ -60,6 +60,7 @@ var routeAccess = map[string]access{
 	"DELETE /v1/snapshots/:name":                   needDaemon,
 	"GET /v1/events":                               needView,
 	"POST /v1/token/rotate":                        needDaemon,
+	"GET /v1/fleet":                                needDaemon,
 	"POST /v1/desktops/:id/control":                needControl,
 	"POST /v1/desktops/:id/tokens":                 needDaemon,
 	"DELETE /v1/desktops/:id/tokens":               needDaemon,

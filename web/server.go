@@ -6,6 +6,7 @@
 package web
 
 import (
+	"context"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -43,6 +44,9 @@ type Config struct {
 	// E2B, when set, builds the E2B front door served under /e2b, given
 	// the daemon's current token (its API key; rotations apply at once).
 	E2B func(daemonToken func() string) http.Handler
+	// Fleet lists the fleet this host belongs to (GET /v1/fleet); nil on
+	// a single host.
+	Fleet func(ctx context.Context) (api.Fleet, error)
 	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
 	// open at once; 0 takes the package's defaults.
 	MaxViewersPerDesktop, MaxViewersPerToken int
@@ -111,6 +115,7 @@ func New(cfg Config) *Server {
 	s.devtoolsRoutes(v1)
 	s.recordingRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
+	v1.GET("/fleet", need(needDaemon), s.getFleet)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }
@@ -217,4 +222,18 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.log.Debug("http", "method", c.Request.Method, "route", c.FullPath(), "status", c.Writer.Status(), "took", time.Since(start))
+}
+
+// getFleet lists the fleet's hosts; a single host has none to list.
+func (s *Server) getFleet(c *gin.Context) {
+	if s.cfg.Fleet == nil {
+		abort(c, http.StatusConflict, "not_a_fleet", "this hostd is a single host: start it with --cluster-name to make it one host of a fleet (docs/FLEET.md)", "")
+		return
+	}
+	f, err := s.cfg.Fleet(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, f)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/e2b"
 	"github.com/warmdesk/warmdesk/egress"
+	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
@@ -40,7 +41,9 @@ type App struct {
 	log     *slog.Logger
 	Driver  desktop.Driver
 	Catalog *desktop.Catalog
-	Store   *store.Store
+	Store   store.Records
+	// fleet is this host's part in a fleet; nil on a single host.
+	fleet *fleetHost
 	Manager *desktop.Manager
 	Mirrors *drive.Mirrors
 	// Networks are the guests' egress networks.
@@ -70,7 +73,12 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	if a.Token, a.NewToken, err = loadOrMakeToken(cfg.TokenFile()); err != nil {
 		return nil, err
 	}
-	if a.Store, err = store.Open(cfg.Records()); err != nil {
+	if cfg.Cluster.Name != "" {
+		if a.fleet, err = openFleet(ctx, cfg, log); err != nil {
+			return nil, err
+		}
+		a.Store = a.fleet
+	} else if a.Store, err = store.Open(cfg.Records()); err != nil {
 		return nil, err
 	}
 	if a.Catalog, err = desktop.NewCatalog(cfg.Snapshots()); err != nil {
@@ -116,6 +124,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
+		Fleet: a.fleetStatus(),
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {
@@ -168,6 +177,14 @@ func (a *App) Close() {
 	}
 }
 
+// fleetStatus is the web's view of the fleet; nil on a single host.
+func (a *App) fleetStatus() func(context.Context) (api.Fleet, error) {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.status
+}
+
 // Serve listens and serves until ctx ends, then shuts down gracefully:
 // it stops accepting, lets in-flight requests finish within the grace
 // period, and leaves desktops running (or hibernates them, if configured).
@@ -183,6 +200,12 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("write address: %w", err)
 	}
 	defer os.Remove(a.cfg.AddressFile())
+	if a.fleet != nil {
+		if err := a.fleet.join(ctx, addr, func() fleet.Host { return describeHost(a.Manager) }); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	// Headers are bounded in time and size for everyone; a request's body
 	// and answer are not bounded server-wide (file transfers, exec streams
 	// and WebSockets last as long as they need), but only after the token

@@ -42,6 +42,8 @@ func commands() map[string]command {
 		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot|network)", cmdDesktop},
 		"volume":   {"manage workspaces that outlive desktops (volume create|list|rm|snapshot|attach|detach|export|import)", cmdVolume},
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
+		"cluster":  {"make the certificates of a fleet of hosts (cluster certs)", cmdCluster},
+		"fleet":    {"show the fleet this host belongs to (fleet status)", cmdFleet},
 		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},
 		"bench":    {"measure create, screenshot, action, density and fork beside cold boot, full restore and libvirt", cmdBench},
 		"version":  {"print the version", cmdVersion},

@@ -119,6 +119,26 @@ type Serve struct {
 	// HeaderTimeout bounds reading a request's headers; IdleTimeout closes
 	// idle keep-alive connections.
 	HeaderTimeout, IdleTimeout time.Duration
+	// Cluster makes this hostd one host of a fleet (docs/FLEET.md); its
+	// Name empty, hostd is a single host on its bbolt records.
+	Cluster Cluster
+}
+
+// Cluster is a fleet host's configuration: its embedded etcd member and
+// its membership.
+type Cluster struct {
+	Name  string // --cluster-name
+	Host  string // this host's name among Peers
+	Peers string // NAME=ADDRESS,...
+	// PeerPort and ClientPort are where each host's etcd member listens.
+	PeerPort, ClientPort int
+	// Certs is the directory `hostd cluster certs` wrote.
+	Certs string
+	// Lease bounds how long a host that died stays listed.
+	Lease time.Duration
+	// Advertise is the API address other hosts and clients reach this
+	// host at; empty: its peer address with --listen's port.
+	Advertise string
 }
 
 // DefaultServe returns the defaults.
@@ -129,6 +149,7 @@ func DefaultServe() Serve {
 		Limits: desktop.DefaultLimits(), ShutdownGrace: 30 * time.Second,
 		MaxViewersPerDesktop: 16, MaxViewersPerToken: 4,
 		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		Cluster: Cluster{Host: hostname(), PeerPort: 2380, ClientPort: 2379, Lease: 10 * time.Second},
 	}
 }
 
@@ -151,6 +172,14 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.ScreenshotEncodes, "screenshot-encodes", s.ScreenshotEncodes, "screenshot encodes running at once across all desktops, the others wait their turn; 0: max(2, CPUs)")
 	fs.DurationVar(&s.HeaderTimeout, "http-header-timeout", s.HeaderTimeout, "how long a client may take to send a request's headers")
 	fs.DurationVar(&s.IdleTimeout, "http-idle-timeout", s.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.StringVar(&s.Cluster.Name, "cluster-name", s.Cluster.Name, "make this hostd a host of the fleet of that name, its records in the fleet's embedded etcd (docs/FLEET.md); empty: a single host")
+	fs.StringVar(&s.Cluster.Host, "cluster-host", s.Cluster.Host, "this host's name in --cluster-peers (default: the machine's host name)")
+	fs.StringVar(&s.Cluster.Peers, "cluster-peers", s.Cluster.Peers, "every host of the fleet, this one too: NAME=ADDRESS,... (3 or 5)")
+	fs.IntVar(&s.Cluster.PeerPort, "cluster-peer-port", s.Cluster.PeerPort, "port of each host's etcd member for its peers")
+	fs.IntVar(&s.Cluster.ClientPort, "cluster-client-port", s.Cluster.ClientPort, "port of each host's etcd member for clients")
+	fs.StringVar(&s.Cluster.Certs, "cluster-certs", s.Cluster.Certs, "directory of the fleet's certificates, from hostd cluster certs (TLS between hosts is required)")
+	fs.DurationVar(&s.Cluster.Lease, "cluster-lease", s.Cluster.Lease, "how long a host that stopped answering stays listed in the fleet")
+	fs.StringVar(&s.Cluster.Advertise, "cluster-advertise", s.Cluster.Advertise, "API address other hosts reach this one at (default: its --cluster-peers address, --listen's port)")
 	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
@@ -184,6 +213,8 @@ func (s Serve) Check() error {
 		{"screenshot-encodes", s.ScreenshotEncodes < 0, "0 (the default: max(2, CPUs)) or more"},
 		{"http-header-timeout", s.HeaderTimeout <= 0, "a positive duration, such as 10s"},
 		{"http-idle-timeout", s.IdleTimeout <= 0, "a positive duration, such as 2m"},
+		{"cluster-certs", s.Cluster.Name != "" && s.Cluster.Certs == "", "the directory hostd cluster certs wrote: the fleet's hosts talk over TLS only"},
+		{"cluster-lease", s.Cluster.Name != "" && s.Cluster.Lease < 2*time.Second, "2s or more"},
 	} {
 		if c.bad {
 			return fmt.Errorf("--%s is out of range: give %s", c.flag, c.want)
@@ -225,4 +256,9 @@ type sizeError struct{ s string }
 
 func (e *sizeError) Error() string {
 	return "size " + strconv.Quote(e.s) + ": use a whole number with GiB or MiB, such as 1GiB or 512MiB"
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }

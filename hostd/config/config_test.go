@@ -16,6 +16,8 @@ func TestServeCheck(t *testing.T) {
 		"screenshot-encodes":      func(s *Serve) { s.ScreenshotEncodes = -1 },
 		"http-header-timeout":     func(s *Serve) { s.HeaderTimeout = 0 },
 		"http-idle-timeout":       func(s *Serve) { s.IdleTimeout = -time.Second },
+		"cluster-certs":           func(s *Serve) { s.Cluster.Name = "f" },
+		"cluster-lease":           func(s *Serve) { s.Cluster.Name, s.Cluster.Certs, s.Cluster.Lease = "f", "/certs", time.Second },
 	} {
 		s := DefaultServe()
 		mutate(&s)

@@ -20,6 +20,17 @@ var (
 	volumesBucket  = []byte("volumes")
 )
 
+// Records is the records layer hostd runs on: this package's bbolt Store
+// on a single host, the fleet's records on etcd (fleet.Records) in a
+// fleet. Both are held to storetest's suite.
+type Records interface {
+	desktop.Store
+	volume.Store
+	Close() error
+}
+
+var _ Records = (*Store)(nil)
+
 // Store is a bbolt database file.
 type Store struct {
 	db *bolt.DB

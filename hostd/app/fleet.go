@@ -1,0 +1,200 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/fleet"
+	"github.com/warmdesk/warmdesk/hostd/config"
+)
+
+// fleetHost is this hostd's part in a fleet (--cluster-name): its etcd
+// member, its client, its records in etcd, and its membership once it
+// serves. It is the App's records store: closing it leaves the fleet.
+type fleetHost struct {
+	*fleet.Records
+	cfg    config.Cluster
+	self   fleet.Peer
+	member *fleet.Member
+	client *clientv3.Client
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	membership *fleet.Membership
+	stopUpdate context.CancelFunc
+}
+
+// memberWait bounds how long a starting host waits for a majority of its
+// peers: the first hosts of a fleet wait for the others.
+const memberWait = 5 * time.Minute
+
+// openFleet starts this host's etcd member and connects to the fleet.
+func openFleet(ctx context.Context, cfg config.Serve, log *slog.Logger) (*fleetHost, error) {
+	c := cfg.Cluster
+	peers, err := fleet.ParsePeers(c.Peers, c.PeerPort, c.ClientPort, true)
+	if err != nil {
+		return nil, err
+	}
+	tls := fleet.HostTLS(c.Certs, c.Host)
+	for _, f := range []string{tls.CA, tls.Cert, tls.Key} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("fleet: %w: make the certificates with hostd cluster certs and copy ca.pem, %s.pem and %s-key.pem into --cluster-certs", err, c.Host, c.Host)
+		}
+	}
+	var self fleet.Peer
+	for _, p := range peers {
+		if p.Name == c.Host {
+			self = p
+		}
+	}
+	log.Info("starting this host's etcd member; it waits for a majority of the fleet's hosts", "cluster", c.Name, "host", c.Host, "peers", len(peers))
+	mctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	member, err := fleet.StartMember(mctx, fleet.MemberConfig{Cluster: c.Name, Name: c.Host, Peers: peers, DataDir: filepath.Join(cfg.StateDir, "etcd"), TLS: tls})
+	if err != nil {
+		return nil, err
+	}
+	client, err := fleet.Connect(mctx, member.Endpoints(), tls)
+	if err != nil {
+		member.Close()
+		return nil, err
+	}
+	return &fleetHost{Records: fleet.NewRecords(client, c.Host, ""), cfg: c, self: self, member: member, client: client, log: log}, nil
+}
+
+// join puts this host in the fleet's membership, at the address it
+// advertises, and keeps its load there up to date while ctx lasts.
+func (f *fleetHost) join(ctx context.Context, listen string, describe func() fleet.Host) error {
+	advertise, err := advertiseAddress(f.cfg.Advertise, listen, f.self.Address())
+	if err != nil {
+		return err
+	}
+	host := func() fleet.Host {
+		h := describe()
+		h.Name, h.Address = f.cfg.Host, advertise
+		return h
+	}
+	m, err := fleet.Join(ctx, f.client, "", host(), f.cfg.Lease)
+	if err != nil {
+		return err
+	}
+	uctx, stop := context.WithCancel(ctx)
+	f.mu.Lock()
+	f.membership, f.stopUpdate = m, stop
+	f.mu.Unlock()
+	go func() {
+		// The load is refreshed a few times per lease: placement reads it.
+		t := time.NewTicker(f.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-uctx.Done():
+				return
+			case <-m.Lost():
+				f.log.Error("this host's lease in the fleet ran out (etcd unreachable for longer than --cluster-lease)")
+				return
+			case <-t.C:
+				if err := m.Update(uctx, host()); err != nil && uctx.Err() == nil {
+					f.log.Warn("update this host in the fleet", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// status lists the fleet's live hosts.
+func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
+	hosts, err := fleet.Hosts(ctx, f.client, "")
+	if err != nil {
+		return api.Fleet{}, err
+	}
+	out := api.Fleet{Name: f.cfg.Name, Self: f.cfg.Host, Hosts: []api.FleetHost{}}
+	for _, h := range hosts {
+		out.Hosts = append(out.Hosts, api.FleetHost{
+			Name: h.Name, Address: h.Address, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
+			UsedMemoryMiB: h.UsedMemoryMiB, Desktops: h.Desktops,
+			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel, Snapshots: h.Snapshots,
+		})
+	}
+	return out, nil
+}
+
+// Close leaves the fleet and stops the member. A host that is killed
+// instead leaves when its lease runs out.
+func (f *fleetHost) Close() error {
+	f.mu.Lock()
+	m, stop := f.membership, f.stopUpdate
+	f.mu.Unlock()
+	if m != nil {
+		stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.Leave(ctx); err != nil {
+			f.log.Warn("leave the fleet", "err", err)
+		}
+		cancel()
+	}
+	f.client.Close()
+	f.member.Close()
+	return nil
+}
+
+// describeHost is what this host says of itself in the fleet: its caps,
+// its load, what it restores and which snapshots it holds.
+func describeHost(m *desktop.Manager) fleet.Host {
+	lim := m.Limits()
+	shape := m.Driver().Shape()
+	h := fleet.Host{
+		MemoryMiB: lim.MaxMemoryMiB, MaxDesktops: lim.MaxDesktops,
+		Restore: fleet.RestoreKey{QEMU: shape.QEMUVersion + "/" + shortSum(shape.QEMUSHA256), Machine: shape.Type, Accel: shape.Accel},
+	}
+	for _, d := range m.List() {
+		if d.State.Holds() {
+			h.Desktops++
+			h.UsedMemoryMiB += d.Resources.MemoryMiB
+		}
+	}
+	if snaps, _, err := m.Catalog().List(); err == nil {
+		for _, s := range snaps {
+			h.Snapshots = append(h.Snapshots, s.Name)
+		}
+		slices.Sort(h.Snapshots)
+	}
+	return h
+}
+
+func shortSum(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// advertiseAddress is the API address other hosts are told: --cluster-
+// advertise when given, else the address hostd listens on, or, when that
+// is every address of the machine (0.0.0.0, ::), its peer address with
+// the same port.
+func advertiseAddress(flag, listen, peerAddr string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("fleet: the address hostd listens on: %w", err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort(peerAddr, port), nil
+	}
+	return listen, nil
+}

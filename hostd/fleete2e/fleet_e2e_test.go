@@ -1,0 +1,287 @@
+// Package fleete2e runs three hostd processes as one fleet on this
+// machine's loopback: etcd members on 127.0.0.11 to .13, the APIs on
+// 127.0.0.21 to .23, each host with its own state directory. hostd is this
+// test binary re-executed as `hostd serve`.
+package fleete2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/fleet"
+	"github.com/warmdesk/warmdesk/hostd/cli"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+const runAsHostd = "WARMDESK_TEST_RUN_HOSTD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsHostd) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// host is one hostd of the fleet.
+type host struct {
+	t      *testing.T
+	name   string
+	api    string // the address hostd listens on, without a port
+	state  string
+	runDir string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+	c      *client.Client
+}
+
+// start runs hostd; ready waits until it answers.
+func (h *host) start() {
+	addrFile := filepath.Join(h.state, "address")
+	os.Remove(addrFile)
+	h.log = filepath.Join(h.state, fmt.Sprintf("hostd-%d.log", time.Now().UnixNano()))
+	logf, err := os.Create(h.log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer logf.Close()
+	h.cmd = exec.Command(os.Args[0], append([]string{"serve", "--state-dir", h.state, "--run-dir", h.runDir,
+		"--cache-dir", testenv.CacheDir(), "--listen", h.api + ":0", "--accel", "tcg", "--pool", "0"}, h.args...)...)
+	h.cmd.Env = append(os.Environ(), runAsHostd+"=1")
+	h.cmd.Stdout, h.cmd.Stderr = logf, logf
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(h.cmd, h.exited)
+}
+
+func (h *host) ready() {
+	addrFile := filepath.Join(h.state, "address")
+	var addr []byte
+	var err error
+	if !testenv.Poll(3*time.Minute, 10*time.Millisecond, 200*time.Millisecond, func() bool {
+		select {
+		case <-h.exited:
+			return true
+		default:
+		}
+		addr, err = os.ReadFile(addrFile)
+		return err == nil
+	}) || err != nil {
+		h.fail("hostd %s did not start: %v", h.name, err)
+	}
+	token, err := os.ReadFile(filepath.Join(h.state, "token"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.c = client.New("http://"+strings.TrimSpace(string(addr)), strings.TrimSpace(string(token)))
+}
+
+func (h *host) fail(format string, args ...any) {
+	h.t.Helper()
+	out, _ := os.ReadFile(h.log)
+	h.t.Fatalf(format+"\nhostd %s's log:\n%s", append(args, h.name, out)...)
+}
+
+// kill ends hostd with SIGKILL, as a crash would.
+func (h *host) kill() {
+	h.cmd.Process.Kill()
+	<-h.exited
+}
+
+func (h *host) stop() {
+	select {
+	case <-h.exited:
+	default:
+		h.cmd.Process.Signal(syscall.SIGTERM)
+		<-h.exited
+	}
+}
+
+// commonPort finds a port free on every one of addrs now.
+func commonPort(t *testing.T, addrs []string) string {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(addrs[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		free := true
+		var held []net.Listener
+		for _, a := range addrs[1:] {
+			l, err := net.Listen("tcp", net.JoinHostPort(a, port))
+			if err != nil {
+				free = false
+				break
+			}
+			held = append(held, l)
+		}
+		ln.Close()
+		for _, l := range held {
+			l.Close()
+		}
+		if free {
+			return port
+		}
+	}
+	t.Fatal("no port free on every member's address")
+	return ""
+}
+
+// names lists the hosts h's fleet lists, sorted.
+func names(ctx context.Context, h *host) ([]string, api.Fleet, error) {
+	f, err := h.c.Fleet(ctx)
+	if err != nil {
+		return nil, f, err
+	}
+	var out []string
+	for _, fh := range f.Hosts {
+		out = append(out, fh.Name)
+	}
+	slices.Sort(out)
+	return out, f, nil
+}
+
+// Three hostd processes form a fleet: each lists all three; a host killed
+// with SIGKILL leaves the list within its lease plus 5 s and is back once
+// it restarts; a desktop created on one host is in the fleet's records in
+// etcd, and that host, killed and restarted, finds it again running.
+func TestThreeHostsFormAFleet(t *testing.T) {
+	testenv.SkipShort(t)
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const lease = 2 * time.Second
+	members := []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+	certs := filepath.Join(t.TempDir(), "certs")
+	var certHosts []fleet.CertHost
+	var peers []string
+	for i, a := range members {
+		name := "h" + strconv.Itoa(i+1)
+		// On the loopback every member calls its peers from 127.0.0.1.
+		certHosts = append(certHosts, fleet.CertHost{Name: name, Addrs: []string{a, "127.0.0.1"}})
+		peers = append(peers, name+"="+a)
+	}
+	if err := fleet.WriteCerts(certs, "e2e", certHosts, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	peerPort, clientPort := commonPort(t, members), ""
+	for clientPort == "" || clientPort == peerPort {
+		clientPort = commonPort(t, members)
+	}
+	hosts := make([]*host, 3)
+	for i := range hosts {
+		h := &host{t: t, name: "h" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", 21+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
+		h.args = []string{"--cluster-name", "e2e", "--cluster-host", h.name, "--cluster-peers", strings.Join(peers, ","),
+			"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
+			"--cluster-lease", lease.String()}
+		snaps := filepath.Join(h.state, "snapshots")
+		if err := os.MkdirAll(snaps, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
+			t.Fatal(err)
+		}
+		hosts[i] = h
+	}
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			if h.cmd != nil {
+				h.stop()
+			}
+		}
+	})
+	// Started together: each waits for a majority of its peers.
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		h.start()
+	}
+	for _, h := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.ready() }()
+	}
+	wg.Wait()
+	all := []string{"h1", "h2", "h3"}
+	waitFor := func(h *host, want []string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var got []string
+		var err error
+		if !testenv.Poll(within, 20*time.Millisecond, 200*time.Millisecond, func() bool {
+			got, _, err = names(ctx, h)
+			return err == nil && slices.Equal(got, want)
+		}) {
+			h.fail("%s lists %v (%v), want %v within %s", h.name, got, err, want, within)
+		}
+		return time.Since(start)
+	}
+	// Each host joins once it serves; all see all.
+	for _, h := range hosts {
+		waitFor(h, all, 30*time.Second)
+	}
+	_, f, _ := names(ctx, hosts[0])
+	for _, fh := range f.Hosts {
+		i, _ := strconv.Atoi(strings.TrimPrefix(fh.Name, "h"))
+		if !strings.HasPrefix(fh.Address, fmt.Sprintf("127.0.0.%d:", 20+i)) || fh.MaxDesktops == 0 || fh.Accel != "tcg" || !slices.Contains(fh.Snapshots, baked.Snapshot.Name) {
+			t.Errorf("host %+v: want its API address, its caps, tcg and the snapshot it holds", fh)
+		}
+	}
+
+	// A desktop on h2 lives in the fleet's records: h2 killed and
+	// restarted finds it again, running, and answers for it.
+	d, err := hosts[1].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil {
+		hosts[1].fail("create on h2: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(hosts[1].state, "records.db")); err == nil {
+		t.Error("h2 wrote a bbolt records file: in a fleet the records are in etcd")
+	}
+
+	// h3 dies: it leaves the others' lists within its lease plus 5 s.
+	hosts[2].kill()
+	took := waitFor(hosts[0], []string{"h1", "h2"}, lease+5*time.Second)
+	t.Logf("h3 left h1's list %s after its SIGKILL (lease %s)", took.Round(time.Millisecond), lease)
+	hosts[2].start()
+	hosts[2].ready()
+	waitFor(hosts[0], all, 30*time.Second)
+
+	hosts[1].kill()
+	hosts[1].start()
+	hosts[1].ready()
+	got, err := hosts[1].c.Desktop(ctx, d.ID)
+	if err != nil || got.State != "running" {
+		hosts[1].fail("after h2's restart its desktop is %+v, %v; want running", got, err)
+	}
+	if _, _, err := hosts[1].c.Screenshot(ctx, d.ID, nil, false); err != nil {
+		hosts[1].fail("screenshot after h2's restart: %v", err)
+	}
+	if ds, err := hosts[0].c.Desktops(ctx); err != nil || len(ds) != 0 {
+		t.Errorf("h1 lists %+v, %v: a host lists its own desktops (the proxy and the fleet-wide list are not built)", ds, err)
+	}
+	if err := hosts[1].c.DeleteDesktop(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+}
