@@ -43,7 +43,7 @@ type App struct {
 	Catalog *desktop.Catalog
 	Store   store.Records
 	// fleet is this host's part in a fleet; nil on a single host.
-	fleet *fleetHost
+	fleet   *fleetHost
 	Manager *desktop.Manager
 	Mirrors *drive.Mirrors
 	// Networks are the guests' egress networks.
@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
-		Fleet: a.fleetStatus(),
+		Fleet:       a.fleetStatus(),
 		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {

@@ -74,4 +74,3 @@ func fleetStatus(ctx context.Context, e *env, args []string) error {
 	}
 	return w.Flush()
 }
-
