@@ -327,6 +327,8 @@ type Fleet struct {
 	Name  string      `json:"name"`
 	Self  string      `json:"self"` // the host that answered
 	Hosts []FleetHost `json:"hosts"`
+	// Leader is the host whose etcd member leads the fleet's etcd now.
+	Leader string `json:"leader,omitempty"`
 }
 
 // FleetHost is one host of a fleet, as it says of itself.

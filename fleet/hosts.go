@@ -130,3 +130,22 @@ func Hosts(ctx context.Context, c *clientv3.Client, prefix string) ([]Host, erro
 	}
 	return out, nil
 }
+
+// Leader names the member that leads the fleet's etcd now, as the member
+// at endpoint sees it.
+func Leader(ctx context.Context, c *clientv3.Client, endpoint string) (string, error) {
+	st, err := c.Status(ctx, endpoint)
+	if err != nil {
+		return "", unreachable("etcd status", err)
+	}
+	ms, err := c.MemberList(ctx)
+	if err != nil {
+		return "", unreachable("etcd members", err)
+	}
+	for _, m := range ms.Members {
+		if m.ID == st.Leader {
+			return m.Name, nil
+		}
+	}
+	return "", fmt.Errorf("fleet: etcd's leader %x is not among its members", st.Leader)
+}

@@ -121,6 +121,11 @@ func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 		return api.Fleet{}, err
 	}
 	out := api.Fleet{Name: f.cfg.Name, Self: f.cfg.Host, Hosts: []api.FleetHost{}}
+	if leader, err := fleet.Leader(ctx, f.client, f.self.ClientURL); err == nil {
+		out.Leader = leader
+	} else {
+		f.log.Warn("etcd's leader unknown", "err", err)
+	}
 	for _, h := range hosts {
 		out.Hosts = append(out.Hosts, api.FleetHost{
 			Name: h.Name, Address: h.Address, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,

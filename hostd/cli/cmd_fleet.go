@@ -66,7 +66,7 @@ func fleetStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "fleet %s, seen from %s: %d hosts\n", f.Name, f.Self, len(f.Hosts))
+	fmt.Fprintf(e.stdout, "fleet %s, seen from %s: %d hosts, etcd led by %s\n", f.Name, f.Self, len(f.Hosts), f.Leader)
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "HOST\tADDRESS\tDESKTOPS\tMEMORY MiB\tRESTORES\tSNAPSHOTS")
 	for _, h := range f.Hosts {
