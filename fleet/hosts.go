@@ -122,13 +122,21 @@ func Hosts(ctx context.Context, c *clientv3.Client, prefix string) ([]Host, erro
 	}
 	var out []Host
 	for _, kv := range resp.Kvs {
-		var h Host
-		if err := json.Unmarshal(kv.Value, &h); err != nil {
-			return nil, fmt.Errorf("host record %s: %w", kv.Key, err)
+		h, err := decodeHost(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kv.Key, err)
 		}
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+func decodeHost(b []byte) (Host, error) {
+	var h Host
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("host record: %w", err)
+	}
+	return h, nil
 }
 
 // Leader names the member that leads the fleet's etcd now, as the member

@@ -55,6 +55,14 @@ type desktopRecord struct {
 	Desktop desktop.Desktop `json:"desktop"`
 }
 
+func decodeDesktopRecord(b []byte) (desktopRecord, error) {
+	var rec desktopRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("%w: desktop record: %w", errBadRecord, err)
+	}
+	return rec, nil
+}
+
 // NewRecords is host's records in the etcd c reaches, under prefix
 // (DefaultPrefix when empty).
 func NewRecords(c *clientv3.Client, host, prefix string) *Records {

@@ -47,6 +47,11 @@ type Config struct {
 	// Fleet lists the fleet this host belongs to (GET /v1/fleet); nil on
 	// a single host.
 	Fleet func(ctx context.Context) (api.Fleet, error)
+	// Locate finds the host of the fleet that runs a desktop this host
+	// does not, whose requests are passed to it (fleetproxy.go); nil on a
+	// single host. HostName names this host in what it passes on.
+	Locate   Locator
+	HostName string
 	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
 	// open at once; 0 takes the package's defaults.
 	MaxViewersPerDesktop, MaxViewersPerToken int
@@ -88,7 +93,7 @@ func New(cfg Config) *Server {
 	}
 	s.pages(s.engine)
 
-	v1 := s.engine.Group("/v1", s.auth)
+	v1 := s.engine.Group("/v1", s.toOwner, s.auth)
 	v1.GET("/desktops", need(needView), s.listDesktops) // a per-desktop token sees its own
 	v1.POST("/desktops", need(needDaemon), s.createDesktop)
 	v1.GET("/desktops/:id", need(needView), s.getDesktop)

@@ -78,6 +78,10 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			return nil, err
 		}
 		a.Store = a.fleet
+		if err := a.adoptFleetToken(ctx); err != nil {
+			a.Close()
+			return nil, err
+		}
 	} else if a.Store, err = store.Open(cfg.Records()); err != nil {
 		return nil, err
 	}
@@ -125,7 +129,9 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
 		Fleet:       a.fleetStatus(),
-		RotateToken: func() (string, error) { return RotateToken(cfg.TokenFile()) },
+		Locate:      a.fleetLocate(),
+		HostName:    cfg.Cluster.Host,
+		RotateToken: a.tokenRotation(),
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -175,6 +181,23 @@ func (a *App) Close() {
 	if a.Store != nil {
 		a.Store.Close()
 	}
+}
+
+// tokenRotation rotates the daemon's token in its file; nil in a fleet,
+// whose hosts share one token in etcd (rotating it there is not built).
+func (a *App) tokenRotation() func() (string, error) {
+	if a.fleet != nil {
+		return nil
+	}
+	return func() (string, error) { return RotateToken(a.cfg.TokenFile()) }
+}
+
+// fleetLocate finds the host that runs a desktop; nil on a single host.
+func (a *App) fleetLocate() web.Locator {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.locate
 }
 
 // fleetStatus is the web's view of the fleet; nil on a single host.

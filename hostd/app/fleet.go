@@ -114,6 +114,32 @@ func (f *fleetHost) join(ctx context.Context, listen string, describe func() fle
 	return nil
 }
 
+// adoptFleetToken makes the fleet's shared daemon token this host's, and
+// keeps it in the token file for the CLI.
+func (a *App) adoptFleetToken(ctx context.Context) error {
+	shared, err := fleet.SharedToken(ctx, a.fleet.client, "", a.Token)
+	if err != nil {
+		return err
+	}
+	if shared == a.Token {
+		return nil
+	}
+	if err := writeFileWhole(a.cfg.TokenFile(), []byte(shared+"\n")); err != nil {
+		return fmt.Errorf("keep the fleet's token: %w", err)
+	}
+	a.Token, a.NewToken = shared, false
+	return nil
+}
+
+// locate finds the API address of the host that runs a desktop.
+func (f *fleetHost) locate(ctx context.Context, id string) (string, bool, error) {
+	host, addr, ok, err := fleet.Locate(ctx, f.client, "", id)
+	if err != nil || !ok || host == f.cfg.Host {
+		return "", false, err
+	}
+	return addr, true, nil
+}
+
 // status lists the fleet's live hosts.
 func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 	hosts, err := fleet.Hosts(ctx, f.client, "")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,10 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/cli"
+	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
@@ -259,6 +263,7 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(hosts[1].state, "records.db")); err == nil {
 		t.Error("h2 wrote a bbolt records file: in a fleet the records are in etcd")
 	}
+	throughOther(ctx, t, hosts[0], d.ID)
 
 	// A host whose etcd member does not lead dies: it leaves the others'
 	// lists within its lease plus 5 s. (The leader's host takes an
@@ -315,5 +320,46 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	waitFor(observer, all, 30*time.Second)
 	if err := hosts[1].c.DeleteDesktop(ctx, d.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// throughOther drives a desktop of another host through h: its record, a
+// screenshot, an action batch, the control WebSocket and the viewer's VNC
+// WebSocket all reach the host that runs it.
+func throughOther(ctx context.Context, t *testing.T, h *host, id string) {
+	t.Helper()
+	got, err := h.c.Desktop(ctx, id)
+	if err != nil || got.State != "running" {
+		h.fail("desktop %s through %s: %+v, %v", id, h.name, got, err)
+	}
+	if _, _, err := h.c.Screenshot(ctx, id, nil, false); err != nil {
+		h.fail("screenshot through %s: %v", h.name, err)
+	}
+	batch := input.Batch{{Kind: input.KindMove, At: &input.Point{X: 40, Y: 40}}}
+	if _, err := h.c.Actions(ctx, id, api.ActionsRequest{Actions: batch}); err != nil {
+		h.fail("actions through %s: %v", h.name, err)
+	}
+	ctl, err := h.c.OpenControl(ctx, id)
+	if err != nil {
+		h.fail("control socket through %s: %v", h.name, err)
+	}
+	defer ctl.Close()
+	if hello, err := ctl.Recv(); err != nil || hello.Type != "hello" {
+		h.fail("control socket through %s said %+v, %v; want hello", h.name, hello, err)
+	}
+	url := "ws" + strings.TrimPrefix(h.c.BaseURL, "http") + "/v1/desktops/" + id + "/vnc"
+	ws, resp, err := websocket.DefaultDialer.DialContext(ctx, url, http.Header{"Authorization": {"Bearer " + h.c.Token}})
+	if err != nil {
+		status := "no answer"
+		if resp != nil {
+			status = resp.Status
+		}
+		h.fail("viewer socket through %s: %s, %v", h.name, status, err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, banner, err := ws.ReadMessage()
+	if err != nil || !strings.HasPrefix(string(banner), "RFB ") {
+		h.fail("viewer socket through %s: first message %q, %v; want the RFB banner", h.name, banner, err)
 	}
 }

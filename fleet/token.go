@@ -1,0 +1,67 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SharedToken is the fleet's daemon token: every host answers the same
+// token, so a request any host proxies to another is authenticated by the
+// host that serves it. The first host to ask puts its own (a transaction
+// that writes only if none is there); every later one takes what is there.
+func SharedToken(ctx context.Context, c *clientv3.Client, prefix, own string) (string, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	key := prefix + "token"
+	resp, err := c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, own)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return "", unreachable("the fleet's token", err)
+	}
+	if resp.Succeeded {
+		return own, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) != 1 || len(kvs[0].Value) == 0 {
+		return "", fmt.Errorf("fleet: the fleet's token under %s is empty", key)
+	}
+	return string(kvs[0].Value), nil
+}
+
+// Locate names the host that runs a desktop and its API address; ok is
+// false when no host of the fleet has the desktop, or its host is not
+// listed (its lease ran out).
+func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, address string, ok bool, err error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	resp, err := c.Get(ctx, prefix+"desktops/"+id)
+	if err != nil {
+		return "", "", false, unreachable("locate desktop "+id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", "", false, nil
+	}
+	rec, err := decodeDesktopRecord(resp.Kvs[0].Value)
+	if err != nil {
+		return "", "", false, err
+	}
+	hosts, err := c.Get(ctx, hostKey(prefix, rec.Host))
+	if err != nil {
+		return "", "", false, unreachable("locate desktop "+id, err)
+	}
+	if len(hosts.Kvs) == 0 {
+		return rec.Host, "", false, nil
+	}
+	h, err := decodeHost(hosts.Kvs[0].Value)
+	if err != nil {
+		return "", "", false, err
+	}
+	return rec.Host, h.Address, true, nil
+}
