@@ -69,6 +69,8 @@ type Reset struct {
 
 // Desktop is a desktop as the API shows it.
 type Desktop struct {
+	// Host is the fleet host that runs it (empty on a single host).
+	Host       string            `json:"host,omitempty"`
 	ID         string            `json:"id"`
 	Name       string            `json:"name"`
 	Labels     map[string]string `json:"labels,omitempty"`

@@ -22,7 +22,24 @@ type Host struct {
 	// Restore is what a snapshot must have been made with to restore here.
 	Restore RestoreKey `json:"restore"`
 	// Snapshots are the snapshots whose files this host holds.
-	Snapshots []string `json:"snapshots,omitempty"`
+	Snapshots []HeldSnapshot `json:"snapshots,omitempty"`
+}
+
+// HeldSnapshot is a snapshot a host holds and the guest memory a desktop
+// made from it takes.
+type HeldSnapshot struct {
+	Name      string `json:"name"`
+	MemoryMiB int    `json:"memory_mib"`
+}
+
+// Holds returns the snapshot of that name the host holds.
+func (h Host) Holds(name string) (HeldSnapshot, bool) {
+	for _, s := range h.Snapshots {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return HeldSnapshot{}, false
 }
 
 // RestoreKey is what a memory snapshot depends on beyond its files: it

@@ -3,8 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // SharedToken is the fleet's daemon token: every host answers the same
@@ -35,8 +38,8 @@ func SharedToken(ctx context.Context, c *clientv3.Client, prefix, own string) (s
 }
 
 // Locate names the host that runs a desktop and its API address; ok is
-// false when no host of the fleet has the desktop, or its host is not
-// listed (its lease ran out).
+// false when no host of the fleet has the desktop. A desktop whose host is
+// not listed (its lease ran out) is desktop.ErrUnavailable.
 func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, address string, ok bool, err error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -57,11 +60,48 @@ func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, a
 		return "", "", false, unreachable("locate desktop "+id, err)
 	}
 	if len(hosts.Kvs) == 0 {
-		return rec.Host, "", false, nil
+		return rec.Host, "", false, fmt.Errorf("%w: desktop %s runs on host %s, which the fleet lost (its lease ran out); it answers again once that host is back", desktop.ErrUnavailable, id, rec.Host)
 	}
 	h, err := decodeHost(hosts.Kvs[0].Value)
 	if err != nil {
 		return "", "", false, err
 	}
 	return rec.Host, h.Address, true, nil
+}
+
+// FleetDesktop is a desktop record of the fleet: the desktop, its host,
+// and whether that host is lost (its lease ran out: the desktop's state is
+// unknown until the host is back).
+type FleetDesktop struct {
+	Host    string
+	Lost    bool
+	Desktop desktop.Desktop
+}
+
+// Desktops lists every desktop record of the fleet, read at one revision
+// with the live hosts.
+func Desktops(ctx context.Context, c *clientv3.Client, prefix string) ([]FleetDesktop, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(prefix+"hosts/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(prefix+"desktops/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, unreachable("list the fleet's desktops", err)
+	}
+	live := map[string]bool{}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		live[strings.TrimPrefix(string(kv.Key), prefix+"hosts/")] = true
+	}
+	var out []FleetDesktop
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		rec, err := decodeDesktopRecord(kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, FleetDesktop{Host: rec.Host, Lost: !live[rec.Host], Desktop: rec.Desktop})
+	}
+	return out, nil
 }

@@ -51,7 +51,7 @@ func decodeJSON(c *gin.Context, v any) bool {
 func (s *Server) view(d desktop.Desktop) api.Desktop {
 	base := "/v1/desktops/" + d.ID
 	v := api.Desktop{
-		ID: d.ID, Name: d.Name, Labels: d.Labels, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
+		Host: s.cfg.HostName, ID: d.ID, Name: d.Name, Labels: d.Labels, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
 		CPUs: d.Resources.CPUs, MemoryMiB: d.Resources.MemoryMiB, DiskMiB: d.Resources.DiskMiB,
 		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
 		ForkOf: d.ForkOf, Driver: d.Driver,
@@ -84,10 +84,24 @@ func (s *Server) listDesktops(c *gin.Context) {
 		}
 		list.Desktops = append(list.Desktops, s.view(d))
 	}
+	// In a fleet, the list is the fleet's: the others' desktops follow.
+	others, err := s.remoteViews(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	list.Desktops = append(list.Desktops, others...)
 	c.JSON(http.StatusOK, list)
 }
 
 func (s *Server) createDesktop(c *gin.Context) {
+	if s.cfg.Place != nil && c.Request.Header.Get(proxiedBy) == "" {
+		done, release := s.place(c)
+		if done {
+			return
+		}
+		defer release()
+	}
 	var req api.CreateDesktop
 	if !decodeJSON(c, &req) {
 		return

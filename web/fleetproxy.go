@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // proxiedBy marks a request one host of a fleet passed to another: such a
@@ -46,6 +49,12 @@ func (s *Server) toOwner(c *gin.Context) {
 		c.Next()
 		return
 	}
+	s.passTo(c, addr, "desktop "+id)
+}
+
+// passTo serves c by passing it to the fleet host at addr, headers, body
+// and WebSocket upgrade alike.
+func (s *Server) passTo(c *gin.Context, addr, what string) {
 	target := &url.URL{Scheme: "http", Host: addr}
 	p := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -54,15 +63,87 @@ func (s *Server) toOwner(c *gin.Context) {
 			r.Out.Header.Set(proxiedBy, s.cfg.HostName)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.log.Warn("fleet proxy", "desktop", id, "host", addr, "err", err)
+			s.log.Warn("fleet proxy", "for", what, "host", addr, "err", err)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)
 			json.NewEncoder(w).Encode(api.Error{Error: api.ErrorBody{Code: "host_unreachable",
-				Message: "the host that runs desktop " + id + " (" + addr + ") did not answer: " + err.Error()}})
+				Message: "the host for " + what + " (" + addr + ") did not answer: " + err.Error()}})
 		},
 		// Streams (events, exec, screenshots on change) pass at once.
 		FlushInterval: -1,
 	}
 	p.ServeHTTP(c.Writer, c.Request)
 	c.Abort()
+}
+
+// Placer chooses the fleet host for a new desktop of snapshot and holds
+// its room until release: its API address, and here when it is this host.
+type Placer func(ctx context.Context, snapshot string) (address string, here bool, release func(), err error)
+
+// maxCreateBody bounds a create's body read for its placement.
+const maxCreateBody = 1 << 20
+
+// place chooses the host for a create made to this host of a fleet. It
+// answers the request itself (an error, or the chosen host's answer,
+// passed on) and says done, or leaves the create to this host, which must
+// call release once the desktop's record exists (or the create failed).
+func (s *Server) place(c *gin.Context) (done bool, release func()) {
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxCreateBody+1))
+	if err != nil || len(body) > maxCreateBody {
+		badRequest(c, "", "a create's body must be JSON of at most 1 MiB")
+		return true, nil
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	var req api.CreateDesktop
+	if json.Unmarshal(body, &req) != nil || req.Snapshot == "" {
+		return false, func() {} // this host's create says what is wrong
+	}
+	addr, here, release, err := s.cfg.Place(c.Request.Context(), req.Snapshot)
+	if err != nil {
+		fail(c, err)
+		return true, nil
+	}
+	if here {
+		return false, release
+	}
+	defer release()
+	s.passTo(c, addr, "a desktop of "+req.Snapshot)
+	return true, nil
+}
+
+// RemoteDesktop is a desktop another host of the fleet runs, as its
+// record in the fleet says; Lost when that host's lease ran out.
+type RemoteDesktop struct {
+	Host    string
+	Lost    bool
+	Desktop desktop.Desktop
+}
+
+// StateHostLost is the state shown for a desktop whose host the fleet
+// lost: its real state is unknown until the host is back.
+const StateHostLost = "host_lost"
+
+// remoteViews are the views of the other hosts' desktops a caller may
+// list.
+func (s *Server) remoteViews(c *gin.Context) ([]api.Desktop, error) {
+	if s.cfg.Others == nil {
+		return nil, nil
+	}
+	if _, ok := grantOf(c); ok {
+		return nil, nil // a desktop's own token lists its own desktop, here or there
+	}
+	others, err := s.cfg.Others(c.Request.Context())
+	if err != nil {
+		return nil, err
+	}
+	var out []api.Desktop
+	for _, o := range others {
+		v := s.view(o.Desktop)
+		v.Host = o.Host
+		if o.Lost {
+			v.State = StateHostLost
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -52,6 +52,12 @@ type Config struct {
 	// single host. HostName names this host in what it passes on.
 	Locate   Locator
 	HostName string
+	// Place chooses the host of the fleet a create made here runs on; nil
+	// on a single host.
+	Place Placer
+	// Others lists the desktops the fleet's other hosts run, for the
+	// fleet-wide list; nil on a single host.
+	Others func(ctx context.Context) ([]RemoteDesktop, error)
 	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
 	// open at once; 0 takes the package's defaults.
 	MaxViewersPerDesktop, MaxViewersPerToken int

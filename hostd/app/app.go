@@ -130,6 +130,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
 		Fleet:       a.fleetStatus(),
 		Locate:      a.fleetLocate(),
+		Place:       a.fleetPlace(),
+		Others:      a.fleetOthers(),
 		HostName:    cfg.Cluster.Host,
 		RotateToken: a.tokenRotation(),
 		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
@@ -198,6 +200,22 @@ func (a *App) fleetLocate() web.Locator {
 		return nil
 	}
 	return a.fleet.locate
+}
+
+// fleetOthers lists the other hosts' desktops; nil on a single host.
+func (a *App) fleetOthers() func(context.Context) ([]web.RemoteDesktop, error) {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.others
+}
+
+// fleetPlace places creates in the fleet; nil on a single host.
+func (a *App) fleetPlace() web.Placer {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.place
 }
 
 // fleetStatus is the web's view of the fleet; nil on a single host.

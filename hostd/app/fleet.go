@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/web"
 )
 
 // fleetHost is this hostd's part in a fleet (--cluster-name): its etcd
@@ -140,6 +142,38 @@ func (f *fleetHost) locate(ctx context.Context, id string) (string, bool, error)
 	return addr, true, nil
 }
 
+// place chooses the host for a new desktop of snapshot and holds its room
+// there until release.
+func (f *fleetHost) place(ctx context.Context, snapshot string) (string, bool, func(), error) {
+	p, err := fleet.Place(ctx, f.client, "", snapshot, desktop.NewID("p-"))
+	if err != nil {
+		return "", false, nil, err
+	}
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Release(ctx); err != nil {
+			f.log.Warn("release a placement (its lease will)", "err", err)
+		}
+	}
+	return p.Host.Address, p.Host.Name == f.cfg.Host, release, nil
+}
+
+// others lists the desktops the fleet's other hosts run.
+func (f *fleetHost) others(ctx context.Context) ([]web.RemoteDesktop, error) {
+	all, err := fleet.Desktops(ctx, f.client, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []web.RemoteDesktop
+	for _, d := range all {
+		if d.Host != f.cfg.Host {
+			out = append(out, web.RemoteDesktop{Host: d.Host, Lost: d.Lost, Desktop: d.Desktop})
+		}
+	}
+	return out, nil
+}
+
 // status lists the fleet's live hosts.
 func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 	hosts, err := fleet.Hosts(ctx, f.client, "")
@@ -153,11 +187,15 @@ func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 		f.log.Warn("etcd's leader unknown", "err", err)
 	}
 	for _, h := range hosts {
-		out.Hosts = append(out.Hosts, api.FleetHost{
+		fh := api.FleetHost{
 			Name: h.Name, Address: h.Address, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
 			UsedMemoryMiB: h.UsedMemoryMiB, Desktops: h.Desktops,
-			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel, Snapshots: h.Snapshots,
-		})
+			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel,
+		}
+		for _, s := range h.Snapshots {
+			fh.Snapshots = append(fh.Snapshots, s.Name)
+		}
+		out.Hosts = append(out.Hosts, fh)
 	}
 	return out, nil
 }
@@ -198,9 +236,9 @@ func describeHost(m *desktop.Manager) fleet.Host {
 	}
 	if snaps, _, err := m.Catalog().List(); err == nil {
 		for _, s := range snaps {
-			h.Snapshots = append(h.Snapshots, s.Name)
+			h.Snapshots = append(h.Snapshots, fleet.HeldSnapshot{Name: s.Name, MemoryMiB: s.Manifest.Machine.MemoryMiB})
 		}
-		slices.Sort(h.Snapshots)
+		slices.SortFunc(h.Snapshots, func(a, b fleet.HeldSnapshot) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return h
 }

@@ -169,10 +169,12 @@ func names(ctx context.Context, h *host) ([]string, api.Fleet, error) {
 	return out, f, nil
 }
 
-// Three hostd processes form a fleet: each lists all three; a host killed
-// with SIGKILL leaves the list within its lease plus 5 s and is back once
-// it restarts; a desktop created on one host is in the fleet's records in
-// etcd, and that host, killed and restarted, finds it again running.
+// Three hostd processes form a fleet: each lists all three; a create made
+// to one host is placed on the host that holds the snapshot and driven
+// through any host (REST, the control and VNC WebSockets); the fleet's
+// list shows it on its host; a host killed with SIGKILL leaves the list
+// within its lease plus 5 s, the desktops of a killed host show
+// host_lost, and all are back once it restarts.
 func TestThreeHostsFormAFleet(t *testing.T) {
 	testenv.SkipShort(t)
 	baked := testenv.Snapshot(t, "minimal")
@@ -202,14 +204,15 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 		h.args = []string{"--cluster-name", "e2e", "--cluster-host", h.name, "--cluster-peers", strings.Join(peers, ","),
 			"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
 			"--cluster-lease", lease.String()}
-		snaps := filepath.Join(h.state, "snapshots")
-		if err := os.MkdirAll(snaps, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
-			t.Fatal(err)
-		}
 		hosts[i] = h
+	}
+	// Only h2 holds the snapshot (pulls between hosts are not built).
+	snaps := filepath.Join(hosts[1].state, "snapshots")
+	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		for _, h := range hosts {
@@ -249,29 +252,58 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	_, f, _ := names(ctx, hosts[0])
 	for _, fh := range f.Hosts {
 		i, _ := strconv.Atoi(strings.TrimPrefix(fh.Name, "h"))
-		if !strings.HasPrefix(fh.Address, fmt.Sprintf("127.0.0.%d:", 20+i)) || fh.MaxDesktops == 0 || fh.Accel != "tcg" || !slices.Contains(fh.Snapshots, baked.Snapshot.Name) {
-			t.Errorf("host %+v: want its API address, its caps, tcg and the snapshot it holds", fh)
+		if !strings.HasPrefix(fh.Address, fmt.Sprintf("127.0.0.%d:", 20+i)) || fh.MaxDesktops == 0 || fh.Accel != "tcg" || slices.Contains(fh.Snapshots, baked.Snapshot.Name) != (fh.Name == "h2") {
+			t.Errorf("host %+v: want its API address, its caps, tcg and the snapshots it holds", fh)
 		}
 	}
-
-	// A desktop on h2 lives in the fleet's records: h2 killed and
-	// restarted finds it again, running, and answers for it.
-	d, err := hosts[1].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
-	if err != nil {
-		hosts[1].fail("create on h2: %v", err)
+	if f.Leader == "" {
+		t.Error("the fleet names no etcd leader")
 	}
-	if _, err := os.Stat(filepath.Join(hosts[1].state, "records.db")); err == nil {
-		t.Error("h2 wrote a bbolt records file: in a fleet the records are in etcd")
+
+	// A create made to h1 is placed on h2, the only host holding the
+	// snapshot, and carried out there.
+	d, err := hosts[0].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil {
+		hosts[0].fail("create through h1: %v", err)
+	}
+	if d.Host != "h2" {
+		t.Fatalf("the desktop was placed on %q, want h2", d.Host)
+	}
+	if _, err := hosts[1].c.Desktop(ctx, d.ID); err != nil {
+		hosts[1].fail("h2 does not have the desktop placed on it: %v", err)
+	}
+	for _, name := range []string{"records.db"} {
+		if _, err := os.Stat(filepath.Join(hosts[1].state, name)); err == nil {
+			t.Errorf("h2 wrote %s: in a fleet the records are in etcd", name)
+		}
 	}
 	throughOther(ctx, t, hosts[0], d.ID)
+	hostOf := func(h *host) string {
+		t.Helper()
+		ds, err := h.c.Desktops(ctx)
+		if err != nil {
+			h.fail("list through %s: %v", h.name, err)
+		}
+		for _, x := range ds {
+			if x.ID == d.ID {
+				return x.Host + " " + x.State
+			}
+		}
+		return ""
+	}
+	if got := hostOf(hosts[2]); got != "h2 running" {
+		t.Fatalf("h3's fleet-wide list shows the desktop as %q, want h2 running", got)
+	}
 
-	// A host whose etcd member does not lead dies: it leaves the others'
-	// lists within its lease plus 5 s. (The leader's host takes an
-	// election longer, and a new leader extends every lease by an election
-	// timeout: FLEET.md has both figures.)
+	// A host that does not lead etcd and runs no desktop dies: it leaves
+	// the others' lists within its lease plus 5 s.
 	victim := hosts[2]
 	if f.Leader == victim.name {
 		victim = hosts[0]
+	}
+	observer := hosts[0]
+	if victim == observer {
+		observer = hosts[2]
 	}
 	victim.kill()
 	rest := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == victim.name })
@@ -280,27 +312,34 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	victim.start()
 	victim.ready()
 	waitFor(hosts[1], all, 30*time.Second)
-	if f.Leader == "" {
-		t.Error("the fleet names no etcd leader")
-	}
 
+	// The desktop's host dies: the fleet shows the desktop host_lost (an
+	// election longer when h2 led etcd), and running once h2 is back.
 	hosts[1].kill()
+	lost := time.Now()
+	if !testenv.Poll(lease+10*time.Second, 20*time.Millisecond, 200*time.Millisecond, func() bool {
+		ds, err := observer.c.Desktops(ctx)
+		return err == nil && len(ds) == 1 && ds[0].State == "host_lost"
+	}) {
+		observer.fail("the desktop of the killed h2 is %q through %s, want host_lost", hostOf(observer), observer.name)
+	}
+	t.Logf("h2's desktop showed host_lost on %s %s after h2's SIGKILL (etcd led by %s)", observer.name, time.Since(lost).Round(time.Millisecond), f.Leader)
+	if _, err := observer.c.Desktop(ctx, d.ID); err == nil || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("a request for the lost host's desktop through %s: %v, want an error saying the host is lost", observer.name, err)
+	}
 	hosts[1].start()
 	hosts[1].ready()
-	got, err := hosts[1].c.Desktop(ctx, d.ID)
-	if err != nil || got.State != "running" {
-		hosts[1].fail("after h2's restart its desktop is %+v, %v; want running", got, err)
+	waitFor(observer, all, 30*time.Second)
+	if got := hostOf(observer); got != "h2 running" {
+		t.Fatalf("after h2's restart the desktop is %q through %s, want h2 running", got, observer.name)
 	}
-	if _, _, err := hosts[1].c.Screenshot(ctx, d.ID, nil, false); err != nil {
-		hosts[1].fail("screenshot after h2's restart: %v", err)
-	}
-	if ds, err := hosts[0].c.Desktops(ctx); err != nil || len(ds) != 0 {
-		t.Errorf("h1 lists %+v, %v: a host lists its own desktops (the proxy and the fleet-wide list are not built)", ds, err)
-	}
-	// The leader's host dies: the fleet answers within 10 s, and lists
-	// it gone once its lease, extended by the election, runs out.
-	_, f, _ = names(ctx, hosts[1])
-	var leader, observer *host
+	throughOther(ctx, t, observer, d.ID)
+
+	// The leader's host dies: the fleet answers again within 10 s, and
+	// lists it gone once its lease, extended by the election, runs out.
+	_, f, _ = names(ctx, observer)
+	var leader *host
+	observer = nil
 	for _, h := range hosts {
 		if h.name == f.Leader {
 			leader = h
@@ -318,8 +357,11 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	leader.start()
 	leader.ready()
 	waitFor(observer, all, 30*time.Second)
-	if err := hosts[1].c.DeleteDesktop(ctx, d.ID); err != nil {
-		t.Fatal(err)
+	if err := hosts[0].c.DeleteDesktop(ctx, d.ID); err != nil {
+		hosts[0].fail("delete through h1: %v", err)
+	}
+	if ds, err := hosts[2].c.Desktops(ctx); err != nil || len(ds) != 0 {
+		t.Errorf("after the delete h3 lists %+v, %v; want none", ds, err)
 	}
 }
 

@@ -1,0 +1,183 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// ErrNoRoom is a placement no live host can take.
+var ErrNoRoom = errors.New("no host of the fleet can take the desktop")
+
+// reservationTTL bounds how long a placement holds a host's room without
+// a desktop record: a create that takes longer, or whose host died, gives
+// the room back when the reservation's lease ends.
+const reservationTTL = 120 * time.Second
+
+// reservation is the value under Prefix+"reservations/"+HOST+"/"+ID.
+type reservation struct {
+	MemoryMiB int `json:"memory_mib"`
+}
+
+// Placement is a host chosen for a desktop and the room reserved there
+// until the desktop's own record counts it; Release gives the room back.
+type Placement struct {
+	Host Host
+	key  string
+	c    *clientv3.Client
+}
+
+// Release drops the reservation: after the create, whether it succeeded
+// (the desktop's record now counts) or failed.
+func (p *Placement) Release(ctx context.Context) error {
+	if _, err := p.c.Delete(ctx, p.key); err != nil {
+		return unreachable("release a placement", err)
+	}
+	return nil
+}
+
+// load is what a host holds: its desktops holding resources, by their
+// records, and the placements made for it and not yet released.
+type load struct {
+	desktops, memoryMiB int
+}
+
+// Place chooses the host for a desktop of snapshot and reserves its room
+// there, in one etcd transaction that fails, and is tried again, if any
+// desktop record or reservation changed since the loads were read: two
+// hosts placing at once never overbook a third.
+//
+// Candidates hold the snapshot (a snapshot's files are not pulled between
+// hosts yet) and have room under their caps; of those, the one with the
+// most free memory after the desktop wins, by name on a tie.
+func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string) (*Placement, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	hostsKey, desktopsKey, resKey := prefix+"hosts/", prefix+"desktops/", prefix+"reservations/"
+	for {
+		read, err := c.Txn(ctx).Then(
+			clientv3.OpGet(hostsKey, clientv3.WithPrefix()),
+			clientv3.OpGet(desktopsKey, clientv3.WithPrefix()),
+			clientv3.OpGet(resKey, clientv3.WithPrefix()),
+		).Commit()
+		if err != nil {
+			return nil, unreachable("place", err)
+		}
+		var hosts []Host
+		for _, kv := range read.Responses[0].GetResponseRange().Kvs {
+			h, err := decodeHost(kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			hosts = append(hosts, h)
+		}
+		loads := map[string]load{}
+		for _, kv := range read.Responses[1].GetResponseRange().Kvs {
+			rec, err := decodeDesktopRecord(kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			if rec.Desktop.State.Holds() {
+				l := loads[rec.Host]
+				l.desktops++
+				l.memoryMiB += rec.Desktop.Resources.MemoryMiB
+				loads[rec.Host] = l
+			}
+		}
+		for _, kv := range read.Responses[2].GetResponseRange().Kvs {
+			host, _, ok := cutHostKey(string(kv.Key), resKey)
+			var r reservation
+			if !ok || json.Unmarshal(kv.Value, &r) != nil {
+				continue
+			}
+			l := loads[host]
+			l.desktops++
+			l.memoryMiB += r.MemoryMiB
+			loads[host] = l
+		}
+		chosen, memory, err := choose(hosts, loads, snapshot)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := c.Grant(ctx, int64(reservationTTL/time.Second))
+		if err != nil {
+			return nil, unreachable("place", err)
+		}
+		key := resKey + chosen.Name + "/" + id
+		v, _ := json.Marshal(reservation{MemoryMiB: memory})
+		rev := read.Header.Revision
+		txn, err := c.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(desktopsKey), "<", rev+1).WithPrefix(),
+			clientv3.Compare(clientv3.ModRevision(resKey), "<", rev+1).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		).Then(clientv3.OpPut(key, string(v), clientv3.WithLease(lease.ID))).Commit()
+		if err != nil {
+			c.Revoke(context.WithoutCancel(ctx), lease.ID)
+			return nil, unreachable("place", err)
+		}
+		if txn.Succeeded {
+			return &Placement{Host: chosen, key: key, c: c}, nil
+		}
+		// Another placement or a record changed the loads: read again.
+		c.Revoke(context.WithoutCancel(ctx), lease.ID)
+	}
+}
+
+// choose scores the hosts for a desktop of snapshot under their loads: a
+// pure function.
+func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, error) {
+	type candidate struct {
+		h    Host
+		free int
+	}
+	var cands []candidate
+	memory, held := 0, false
+	for _, h := range hosts {
+		s, ok := h.Holds(snapshot)
+		if !ok {
+			continue
+		}
+		held, memory = true, s.MemoryMiB
+		l := loads[h.Name]
+		if l.desktops+1 > h.MaxDesktops || l.memoryMiB+s.MemoryMiB > h.MemoryMiB {
+			continue
+		}
+		cands = append(cands, candidate{h, h.MemoryMiB - l.memoryMiB - s.MemoryMiB})
+	}
+	if !held {
+		return Host{}, 0, fmt.Errorf("%w: no live host holds snapshot %s (pulling a snapshot's files between hosts is not built yet: bake or copy it onto a host)", desktop.ErrNotFound, snapshot)
+	}
+	if len(cands) == 0 {
+		return Host{}, 0, fmt.Errorf("%w: %w: every host holding snapshot %s is at its --max-desktops or --max-memory-mib", desktop.ErrCapacity, ErrNoRoom, snapshot)
+	}
+	best := slices.MaxFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(a.free, b.free); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.h.Name, a.h.Name) // the first name wins a tie
+	})
+	return best.h, memory, nil
+}
+
+// cutHostKey splits prefix+HOST+"/"+REST.
+func cutHostKey(key, prefix string) (host, rest string, ok bool) {
+	if len(key) <= len(prefix) || key[:len(prefix)] != prefix {
+		return "", "", false
+	}
+	tail := key[len(prefix):]
+	for i := range len(tail) {
+		if tail[i] == '/' {
+			return tail[:i], tail[i+1:], i > 0
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,113 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+func TestChoose(t *testing.T) {
+	held := []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024}}
+	hosts := []Host{
+		{Name: "a", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held},
+		{Name: "b", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held},
+		{Name: "c", MemoryMiB: 8192, MaxDesktops: 1}, // holds nothing
+	}
+	h, mem, err := choose(hosts, nil, "minimal")
+	if err != nil || h.Name != "a" || mem != 1024 {
+		t.Fatalf("empty fleet: %s, %d, %v; want a (first name on a tie), 1024", h.Name, mem, err)
+	}
+	if h, _, _ := choose(hosts, map[string]load{"a": {1, 1024}}, "minimal"); h.Name != "b" {
+		t.Fatalf("a holding a desktop: chose %s, want b (more free memory)", h.Name)
+	}
+	if h, _, _ := choose(hosts, map[string]load{"a": {1, 1024}, "b": {2, 3072}}, "minimal"); h.Name != "a" {
+		t.Fatalf("b full of memory: chose %s, want a", h.Name)
+	}
+	full := map[string]load{"a": {4, 4096}, "b": {1, 3584}}
+	if _, _, err := choose(hosts, full, "minimal"); !errors.Is(err, ErrNoRoom) || !errors.Is(err, desktop.ErrCapacity) {
+		t.Fatalf("every holder full: %v, want ErrNoRoom (a capacity error)", err)
+	}
+	if _, _, err := choose(hosts, nil, "browser"); !errors.Is(err, desktop.ErrNotFound) {
+		t.Fatalf("a snapshot nobody holds: %v, want not found", err)
+	}
+	capped := []Host{{Name: "a", MemoryMiB: 1 << 20, MaxDesktops: 2, Snapshots: held}}
+	if _, _, err := choose(capped, map[string]load{"a": {2, 2048}}, "minimal"); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("at --max-desktops: %v, want ErrNoRoom", err)
+	}
+}
+
+// Three hosts place desktops at once, each through its own client, until
+// the fleet is full: no host ends past its caps, and every place the
+// fleet has is taken.
+func TestConcurrentPlacementsNeverOverbook(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	prefix := freshPrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	held := []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024}}
+	caps := map[string]Host{
+		"a": {Name: "a", MemoryMiB: 3072, MaxDesktops: 10, Snapshots: held}, // 3 by memory
+		"b": {Name: "b", MemoryMiB: 8192, MaxDesktops: 2, Snapshots: held},  // 2 by count
+		"c": {Name: "c", MemoryMiB: 4096, MaxDesktops: 4, Snapshots: held},  // 4
+	}
+	const room = 9
+	for _, h := range caps {
+		if _, err := Join(ctx, tc.client(t, 0), prefix, h, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	placed := map[string]int{}
+	refused := 0
+	var wg sync.WaitGroup
+	for _, placer := range []string{"a", "b", "c"} {
+		c := tc.client(t, 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 6 {
+				id := fmt.Sprintf("d-%s-%d", placer, i)
+				p, err := Place(ctx, c, prefix, "minimal", id)
+				if errors.Is(err, ErrNoRoom) {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// The chosen host records the desktop, then the room's
+				// reservation goes.
+				rec := NewRecords(c, p.Host.Name, prefix)
+				if err := rec.PutDesktop(desktop.Desktop{ID: id, State: desktop.StateRunning, Resources: desktop.Resources{MemoryMiB: 1024}}); err != nil {
+					t.Error(err)
+				}
+				if err := p.Release(ctx); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				placed[p.Host.Name]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for name, n := range placed {
+		h := caps[name]
+		if n > h.MaxDesktops || n*1024 > h.MemoryMiB {
+			t.Errorf("host %s got %d desktops, past its caps (%d desktops, %d MiB)", name, n, h.MaxDesktops, h.MemoryMiB)
+		}
+		total += n
+	}
+	if total != room || refused != 18-room {
+		t.Errorf("placed %d (%v), refused %d; want the fleet's %d places taken and the other %d refused", total, placed, refused, room, 18-room)
+	}
+}
