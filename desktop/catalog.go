@@ -176,6 +176,29 @@ func (d *Draft) Commit(m *Manifest) (Snapshot, error) {
 		}
 		m.Files[role] = sum
 	}
+	return d.publish(m)
+}
+
+// CommitAs publishes the draft under m as it is, its files' sums included:
+// for files the caller checked against m as it wrote them (a snapshot
+// pulled from another host of a fleet). The draft is gone afterwards
+// either way.
+func (d *Draft) CommitAs(m *Manifest) (Snapshot, error) {
+	defer d.Abort()
+	if m.Name != d.Name {
+		return Snapshot{}, fmt.Errorf("%w: commit snapshot %s under the manifest of %q", ErrInvalid, d.Name, m.Name)
+	}
+	for _, role := range []string{FileMemory, FileState, FileDisk} {
+		info, err := os.Stat(d.Path(role))
+		if err != nil || info.Size() != m.Files[role].Size {
+			return Snapshot{}, fmt.Errorf("%w: commit snapshot %s: file %s is missing or not the manifest's size", ErrMismatch, d.Name, role)
+		}
+	}
+	return d.publish(m)
+}
+
+// publish writes m into the draft and renames the draft into place.
+func (d *Draft) publish(m *Manifest) (Snapshot, error) {
 	if err := m.Validate(); err != nil {
 		return Snapshot{}, fmt.Errorf("commit snapshot %s: %w", d.Name, err)
 	}

@@ -55,9 +55,7 @@ type load struct {
 // desktop record or reservation changed since the loads were read: two
 // hosts placing at once never overbook a third.
 //
-// Candidates hold the snapshot (a snapshot's files are not pulled between
-// hosts yet) and have room under their caps; of those, the one with the
-// most free memory after the desktop wins, by name on a tie.
+// Which host wins is choose's rule.
 func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string) (*Placement, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -133,33 +131,47 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 }
 
 // choose scores the hosts for a desktop of snapshot under their loads: a
-// pure function.
+// pure function. Candidates have room under their caps and either hold
+// the snapshot or can restore it (the same RestoreKey as a host that
+// holds it: it pulls the files before the create). Hosts that hold it come
+// first, then the most free memory after the desktop, then the first name.
 func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, error) {
 	type candidate struct {
-		h    Host
-		free int
+		h     Host
+		holds bool
+		free  int
+	}
+	memory, restorable := 0, map[RestoreKey]bool{}
+	for _, h := range hosts {
+		if s, ok := h.Holds(snapshot); ok {
+			memory, restorable[h.Restore] = s.MemoryMiB, true
+		}
+	}
+	if len(restorable) == 0 {
+		return Host{}, 0, fmt.Errorf("%w: no live host holds snapshot %s: bake it on a host of the fleet", desktop.ErrNotFound, snapshot)
 	}
 	var cands []candidate
-	memory, held := 0, false
 	for _, h := range hosts {
-		s, ok := h.Holds(snapshot)
-		if !ok {
+		_, holds := h.Holds(snapshot)
+		if !holds && !restorable[h.Restore] {
 			continue
 		}
-		held, memory = true, s.MemoryMiB
 		l := loads[h.Name]
-		if l.desktops+1 > h.MaxDesktops || l.memoryMiB+s.MemoryMiB > h.MemoryMiB {
+		if l.desktops+1 > h.MaxDesktops || l.memoryMiB+memory > h.MemoryMiB {
 			continue
 		}
-		cands = append(cands, candidate{h, h.MemoryMiB - l.memoryMiB - s.MemoryMiB})
-	}
-	if !held {
-		return Host{}, 0, fmt.Errorf("%w: no live host holds snapshot %s (pulling a snapshot's files between hosts is not built yet: bake or copy it onto a host)", desktop.ErrNotFound, snapshot)
+		cands = append(cands, candidate{h, holds, h.MemoryMiB - l.memoryMiB - memory})
 	}
 	if len(cands) == 0 {
-		return Host{}, 0, fmt.Errorf("%w: %w: every host holding snapshot %s is at its --max-desktops or --max-memory-mib", desktop.ErrCapacity, ErrNoRoom, snapshot)
+		return Host{}, 0, fmt.Errorf("%w: %w: every host that can restore snapshot %s is at its --max-desktops or --max-memory-mib", desktop.ErrCapacity, ErrNoRoom, snapshot)
 	}
 	best := slices.MaxFunc(cands, func(a, b candidate) int {
+		if a.holds != b.holds {
+			if a.holds {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(a.free, b.free); c != 0 {
 			return c
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,10 +14,12 @@ import (
 
 func TestChoose(t *testing.T) {
 	held := []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024}}
+	qemu := RestoreKey{QEMU: "7.2", Machine: "pc-q35-7.2", Accel: "tcg"}
+	other := RestoreKey{QEMU: "8.2", Machine: "pc-q35-8.2", Accel: "tcg"}
 	hosts := []Host{
-		{Name: "a", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held},
-		{Name: "b", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held},
-		{Name: "c", MemoryMiB: 8192, MaxDesktops: 1}, // holds nothing
+		{Name: "a", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held, Restore: qemu},
+		{Name: "b", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held, Restore: qemu},
+		{Name: "c", MemoryMiB: 8192, MaxDesktops: 1, Restore: other}, // cannot restore it
 	}
 	h, mem, err := choose(hosts, nil, "minimal")
 	if err != nil || h.Name != "a" || mem != 1024 {
@@ -34,6 +37,16 @@ func TestChoose(t *testing.T) {
 	}
 	if _, _, err := choose(hosts, nil, "browser"); !errors.Is(err, desktop.ErrNotFound) {
 		t.Fatalf("a snapshot nobody holds: %v, want not found", err)
+	}
+	// A host that can restore the snapshot but lacks its files is taken
+	// when the holders are full, and passed over while they have room.
+	puller := Host{Name: "d", MemoryMiB: 16384, MaxDesktops: 8, Restore: qemu}
+	withPuller := append(slices.Clone(hosts), puller)
+	if h, _, _ := choose(withPuller, nil, "minimal"); h.Name != "a" {
+		t.Fatalf("holders with room: chose %s, want a (holding beats free memory)", h.Name)
+	}
+	if h, _, err := choose(withPuller, full, "minimal"); err != nil || h.Name != "d" {
+		t.Fatalf("holders full: chose %s, %v; want d, which pulls the files", h.Name, err)
 	}
 	capped := []Host{{Name: "a", MemoryMiB: 1 << 20, MaxDesktops: 2, Snapshots: held}}
 	if _, _, err := choose(capped, map[string]load{"a": {2, 2048}}, "minimal"); !errors.Is(err, ErrNoRoom) {

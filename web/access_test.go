@@ -61,6 +61,7 @@ var routeAccess = map[string]access{
 	"GET /v1/events":                               needView,
 	"POST /v1/token/rotate":                        needDaemon,
 	"GET /v1/fleet":                                needDaemon,
+	"GET /v1/fleet/snapshots/:name/:file":          needDaemon,
 	"POST /v1/desktops/:id/control":                needControl,
 	"POST /v1/desktops/:id/tokens":                 needDaemon,
 	"DELETE /v1/desktops/:id/tokens":               needDaemon,
@@ -164,7 +165,7 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	for _, c := range callers {
 		for _, r := range routes {
 			want, _ := expectedAccess(r.Method, r.Path)
-			path := strings.NewReplacer(":id", f.ID, ":name", "golden", ":port", "3000", "*path", "x", "*file", "app.css", ":token", urlToken).Replace(r.Path)
+			path := strings.NewReplacer(":id", f.ID, ":name", "golden", ":port", "3000", "*path", "x", "*file", "app.css", ":token", urlToken, ":file", "state").Replace(r.Path)
 			req, err := http.NewRequest(r.Method, hs.URL+path, strings.NewReader("{}"))
 			if err != nil {
 				t.Fatal(err)

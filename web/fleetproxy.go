@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -146,4 +148,43 @@ func (s *Server) remoteViews(c *gin.Context) ([]api.Desktop, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// snapshotFile serves one file of a snapshot to another host of the fleet
+// pulling it (fleet.Puller): its manifest, or a file by role, with range
+// requests for transfers cut short. A fork's template stays on its host.
+func (s *Server) snapshotFile(c *gin.Context) {
+	if s.cfg.Fleet == nil {
+		abort(c, http.StatusConflict, "not_a_fleet", "snapshot files are served to the hosts of a fleet only", "")
+		return
+	}
+	snap, err := s.cfg.Manager.Catalog().Get(c.Param("name"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if snap.Manifest.Ephemeral {
+		abort(c, http.StatusNotFound, "not_found", "snapshot "+snap.Name+" is a fork's template: it does not leave its host", "")
+		return
+	}
+	file := c.Param("file")
+	switch file {
+	case desktop.FileMemory, desktop.FileState, desktop.FileDisk, "manifest.json":
+	default:
+		abort(c, http.StatusNotFound, "not_found", "a snapshot has no file "+file+": ask for manifest.json, memory, state or disk.qcow2", "file")
+		return
+	}
+	f, err := os.Open(filepath.Join(snap.Dir, file))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Header("Content-Type", "application/octet-stream")
+	http.ServeContent(c.Writer, c.Request, file, info.ModTime(), f)
 }

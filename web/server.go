@@ -127,6 +127,7 @@ func New(cfg Config) *Server {
 	s.recordingRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	v1.GET("/fleet", need(needDaemon), s.getFleet)
+	v1.GET("/fleet/snapshots/:name/:file", need(needDaemon), s.snapshotFile)
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }

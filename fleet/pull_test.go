@@ -1,0 +1,154 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// servedSnapshot writes a snapshot's files and manifest into a directory
+// and serves them as a fleet host does; damage, when set, changes what is
+// served.
+type servedSnapshot struct {
+	dir      string
+	manifest *desktop.Manifest
+	// cut ends the first answer for the memory file half-way.
+	cut atomic.Bool
+	// corrupt flips one byte of the memory file as it is served.
+	corrupt atomic.Bool
+}
+
+func newServedSnapshot(t *testing.T, name string) (*servedSnapshot, *httptest.Server) {
+	t.Helper()
+	s := &servedSnapshot{dir: t.TempDir()}
+	m := &desktop.Manifest{
+		Format: desktop.ManifestFormat, Name: name, CreatedAt: time.Now().UTC(), BakedBy: "qemu",
+		Machine: desktop.MachineShape{QEMUVersion: "7.2.22", QEMUSHA256: strings.Repeat("a", 64), Accel: "tcg", Type: "pc-q35-7.2",
+			CPU: "max", CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: []string{"virtio-vga"}},
+		Files: map[string]desktop.FileSum{},
+	}
+	for role, size := range map[string]int{desktop.FileMemory: 3 << 20, desktop.FileState: 64 << 10, desktop.FileDisk: 256 << 10} {
+		b := make([]byte, size)
+		rand.Read(b)
+		p := filepath.Join(s.dir, role)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sum, err := desktop.SumFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Files[role] = sum
+	}
+	s.manifest = m
+	raw, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(s.dir, ManifestFile), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer fleet-token" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		file := filepath.Base(r.URL.Path)
+		b, err := os.ReadFile(filepath.Join(s.dir, file))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if file == desktop.FileMemory && s.corrupt.Load() {
+			b[len(b)/3] ^= 0x40
+		}
+		if file == desktop.FileMemory && r.Header.Get("Range") == "" && s.cut.Load() {
+			// Half the file, then the connection goes.
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.Write(b[:len(b)/2])
+			if hj, ok := w.(http.Hijacker); ok {
+				c, _, _ := hj.Hijack()
+				c.Close()
+			}
+			return
+		}
+		http.ServeContent(w, r, file, time.Time{}, strings.NewReader(string(b)))
+	}))
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func pullInto(t *testing.T, srv *httptest.Server, name string) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
+	t.Helper()
+	cat, err := desktop.NewCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Puller{HTTP: srv.Client(), Token: "fleet-token"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, stats, err := p.Pull(ctx, strings.TrimPrefix(srv.URL, "http://"), name, cat)
+	return cat, s, stats, err
+}
+
+// A pulled snapshot is the served one, file for file, and verifies.
+func TestPullCopiesAndChecksASnapshot(t *testing.T) {
+	src, srv := newServedSnapshot(t, "golden")
+	cat, s, stats, err := pullInto(t, srv, "golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Verify(s); err != nil {
+		t.Fatalf("the pulled snapshot does not verify: %v", err)
+	}
+	for role, want := range src.manifest.Files {
+		if got, _ := desktop.SumFile(s.Path(role)); got != want {
+			t.Errorf("%s: %+v, want %+v", role, got, want)
+		}
+	}
+	if stats.Bytes != (3<<20)+(64<<10)+(256<<10) || stats.Resumed != 0 {
+		t.Errorf("stats %+v", stats)
+	}
+}
+
+// A transfer cut short continues where it stopped, with a range request.
+func TestPullResumesACutTransfer(t *testing.T) {
+	src, srv := newServedSnapshot(t, "golden")
+	src.cut.Store(true)
+	cat, s, stats, err := pullInto(t, srv, "golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Resumed == 0 {
+		t.Errorf("no range request continued the cut transfer: %+v", stats)
+	}
+	if err := cat.Verify(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One byte changed on the way: the pull is refused, and the catalog holds
+// no snapshot and no draft.
+func TestPullRefusesACorruptedByte(t *testing.T) {
+	src, srv := newServedSnapshot(t, "golden")
+	src.corrupt.Store(true)
+	cat, _, _, err := pullInto(t, srv, "golden")
+	if !errors.Is(err, desktop.ErrMismatch) {
+		t.Fatalf("pull of a corrupted file: %v, want a mismatch", err)
+	}
+	if snaps, _, _ := cat.List(); len(snaps) != 0 {
+		t.Fatalf("the catalog lists %v after a refused pull", snaps)
+	}
+	if entries, _ := os.ReadDir(cat.Dir()); len(entries) != 0 {
+		t.Fatalf("the refused pull left %v in the catalog's directory", entries)
+	}
+}
