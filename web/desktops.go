@@ -107,6 +107,12 @@ func (s *Server) createDesktop(c *gin.Context) {
 		return
 	}
 	start := time.Now()
+	if s.cfg.EnsureSnapshot != nil && req.Snapshot != "" {
+		if err := s.cfg.EnsureSnapshot(c.Request.Context(), req.Snapshot); err != nil {
+			fail(c, err)
+			return
+		}
+	}
 	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
 		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Volumes: mounts(req.Volumes),

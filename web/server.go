@@ -55,6 +55,9 @@ type Config struct {
 	// Place chooses the host of the fleet a create made here runs on; nil
 	// on a single host.
 	Place Placer
+	// EnsureSnapshot pulls a snapshot this host of a fleet lacks from a
+	// host that holds it, before a create; nil on a single host.
+	EnsureSnapshot func(ctx context.Context, name string) error
 	// Others lists the desktops the fleet's other hosts run, for the
 	// fleet-wide list; nil on a single host.
 	Others func(ctx context.Context) ([]RemoteDesktop, error)

@@ -128,13 +128,14 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
 	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
-		Fleet:       a.fleetStatus(),
-		Locate:      a.fleetLocate(),
-		Place:       a.fleetPlace(),
-		Others:      a.fleetOthers(),
-		HostName:    cfg.Cluster.Host,
-		RotateToken: a.tokenRotation(),
-		Images:      func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
+		Fleet:          a.fleetStatus(),
+		Locate:         a.fleetLocate(),
+		Place:          a.fleetPlace(),
+		Others:         a.fleetOthers(),
+		EnsureSnapshot: a.fleetEnsure(),
+		HostName:       cfg.Cluster.Host,
+		RotateToken:    a.tokenRotation(),
+		Images:         func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
@@ -200,6 +201,21 @@ func (a *App) fleetLocate() web.Locator {
 		return nil
 	}
 	return a.fleet.locate
+}
+
+// fleetEnsure pulls a snapshot this host lacks before a create; nil on a
+// single host.
+func (a *App) fleetEnsure() func(context.Context, string) error {
+	if a.fleet == nil {
+		return nil
+	}
+	return func(ctx context.Context, name string) error {
+		hasImage := func(hash string) bool {
+			ims, _ := images.List(a.cfg.CacheDir)
+			return slices.ContainsFunc(ims, func(im images.Image) bool { return im.Hash == hash })
+		}
+		return a.fleet.ensureSnapshot(ctx, a.Catalog, a.Driver.Shape(), hasImage, name)
+	}
 }
 
 // fleetOthers lists the other hosts' desktops; nil on a single host.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,11 @@ type fleetHost struct {
 	mu         sync.Mutex
 	membership *fleet.Membership
 	stopUpdate context.CancelFunc
+
+	// token is the fleet's daemon token, for pulls from other hosts.
+	token string
+	// pullMu lets one pull run at a time.
+	pullMu sync.Mutex
 }
 
 // memberWait bounds how long a starting host waits for a majority of its
@@ -123,6 +129,7 @@ func (a *App) adoptFleetToken(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.fleet.token = shared
 	if shared == a.Token {
 		return nil
 	}
@@ -172,6 +179,58 @@ func (f *fleetHost) others(ctx context.Context) ([]web.RemoteDesktop, error) {
 		}
 	}
 	return out, nil
+}
+
+// ensureSnapshot makes sure this host holds snapshot name before a create:
+// when it does not, it pulls the files from a host that holds it (one pull
+// per snapshot at a time; later creates wait for it, and then find it).
+func (f *fleetHost) ensureSnapshot(ctx context.Context, cat *desktop.Catalog, shape desktop.MachineShape, hasImage func(hash string) bool, name string) error {
+	if _, err := cat.Get(name); err == nil {
+		return nil
+	}
+	f.pullMu.Lock()
+	defer f.pullMu.Unlock()
+	if _, err := cat.Get(name); err == nil {
+		return nil // pulled while this one waited
+	}
+	hosts, err := fleet.Hosts(ctx, f.client, "")
+	if err != nil {
+		return err
+	}
+	var from *fleet.Host
+	for i, h := range hosts {
+		if _, ok := h.Holds(name); ok && h.Name != f.cfg.Host {
+			from = &hosts[i]
+			break
+		}
+	}
+	if from == nil {
+		return nil // no host has it: the create says so
+	}
+	shape.Devices = nil // the devices are the snapshot's own
+	p := fleet.Puller{
+		HTTP:  &http.Client{},
+		Token: f.token,
+		Accept: func(m *desktop.Manifest) error {
+			if diffs := m.Machine.Mismatch(shape); len(diffs) > 0 {
+				return fmt.Errorf("%w: it does not restore on this host: %s", desktop.ErrMismatch, strings.Join(diffs, "; "))
+			}
+			// Its disk layers on its image's, by the image's place in
+			// the cache: the image moves by being built, not pulled.
+			if m.Image.Hash != "" && !hasImage(m.Image.Hash) {
+				return fmt.Errorf("%w: its disk layers on image %s (%s, flavor %s), which this host has not built: build it here (hostd image build --flavor %s) or create on a host that has it", desktop.ErrMismatch, m.Image.Name, m.Image.Hash[:min(12, len(m.Image.Hash))], m.Image.Flavor, m.Image.Flavor)
+			}
+			return nil
+		},
+	}
+	f.log.Info("pulling a snapshot from another host of the fleet", "snapshot", name, "from", from.Name)
+	s, stats, err := p.Pull(ctx, from.Address, name, cat)
+	if err != nil {
+		return err
+	}
+	f.log.Info("pulled a snapshot", "snapshot", s.Name, "from", from.Name, "bytes", stats.Bytes, "took", stats.Duration, "resumed", stats.Resumed,
+		"mib_per_s", float64(stats.Bytes)/(1<<20)/stats.Duration.Seconds())
+	return nil
 }
 
 // status lists the fleet's live hosts.

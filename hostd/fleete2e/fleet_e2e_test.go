@@ -206,7 +206,9 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 			"--cluster-lease", lease.String()}
 		hosts[i] = h
 	}
-	// Only h2 holds the snapshot (pulls between hosts are not built).
+	// Only h2 holds the snapshot, and it takes one desktop: a second
+	// create goes to a host that pulls the snapshot first.
+	hosts[1].args = append(hosts[1].args, "--max-desktops", "1")
 	snaps := filepath.Join(hosts[1].state, "snapshots")
 	if err := os.MkdirAll(snaps, 0o700); err != nil {
 		t.Fatal(err)
@@ -293,6 +295,31 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	}
 	if got := hostOf(hosts[2]); got != "h2 running" {
 		t.Fatalf("h3's fleet-wide list shows the desktop as %q, want h2 running", got)
+	}
+
+	// h2 is full: a create made to h3 goes to a host that lacks the
+	// snapshot, which pulls it from h2 (checked file by file) and then
+	// runs the desktop; it is driven through h2.
+	pullStart := time.Now()
+	d2, err := hosts[2].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil {
+		hosts[2].fail("create through h3 with h2 full: %v", err)
+	}
+	t.Logf("a create that pulled the snapshot onto %s took %s", d2.Host, time.Since(pullStart).Round(time.Millisecond))
+	if d2.Host == "h2" || d2.Host == "" {
+		t.Fatalf("the second desktop was placed on %q, want a host other than the full h2", d2.Host)
+	}
+	puller := hosts[0]
+	if d2.Host == "h3" {
+		puller = hosts[2]
+	}
+	pulled := filepath.Join(puller.state, "snapshots", baked.Snapshot.Name)
+	if fi, err := os.Lstat(pulled); err != nil || !fi.IsDir() {
+		t.Fatalf("%s holds no copy of the snapshot after the pull (%v, %v)", puller.name, fi, err)
+	}
+	throughOther(ctx, t, hosts[1], d2.ID)
+	if err := hosts[1].c.DeleteDesktop(ctx, d2.ID); err != nil {
+		hosts[1].fail("delete the second desktop through h2: %v", err)
 	}
 
 	// A host that does not lead etcd and runs no desktop dies: it leaves
