@@ -47,9 +47,13 @@ type fleetHost struct {
 // peers: the first hosts of a fleet wait for the others.
 const memberWait = 5 * time.Minute
 
-// openFleet starts this host's etcd member and connects to the fleet.
+// openFleet starts this host's etcd member and connects to the fleet, or
+// connects to an existing etcd (--etcd-endpoints).
 func openFleet(ctx context.Context, cfg config.Serve, log *slog.Logger) (*fleetHost, error) {
 	c := cfg.Cluster
+	if c.Endpoints != "" {
+		return connectFleet(ctx, c, log)
+	}
 	peers, err := fleet.ParsePeers(c.Peers, c.PeerPort, c.ClientPort, true)
 	if err != nil {
 		return nil, err
@@ -79,6 +83,23 @@ func openFleet(ctx context.Context, cfg config.Serve, log *slog.Logger) (*fleetH
 		return nil, err
 	}
 	return &fleetHost{Records: fleet.NewRecords(client, c.Host, ""), cfg: c, self: self, member: member, client: client, log: log}, nil
+}
+
+// connectFleet joins a fleet whose records are in an existing etcd.
+func connectFleet(ctx context.Context, c config.Cluster, log *slog.Logger) (*fleetHost, error) {
+	var tls *fleet.TLSFiles
+	if c.EtcdCA != "" {
+		tls = &fleet.TLSFiles{CA: c.EtcdCA, Cert: c.EtcdCert, Key: c.EtcdKey}
+	}
+	endpoints := strings.Split(c.Endpoints, ",")
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	client, err := fleet.Connect(cctx, endpoints, tls)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("this host's fleet records are in an existing etcd", "cluster", c.Name, "host", c.Host, "endpoints", endpoints)
+	return &fleetHost{Records: fleet.NewRecords(client, c.Host, ""), cfg: c, self: fleet.Peer{Name: c.Host, ClientURL: endpoints[0]}, client: client, log: log}, nil
 }
 
 // join puts this host in the fleet's membership, at the address it
@@ -274,7 +295,9 @@ func (f *fleetHost) Close() error {
 		cancel()
 	}
 	f.client.Close()
-	f.member.Close()
+	if f.member != nil {
+		f.member.Close()
+	}
 	return nil
 }
 
@@ -321,7 +344,10 @@ func advertiseAddress(flag, listen, peerAddr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fleet: the address hostd listens on: %w", err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if peerAddr == "" {
+			return "", fmt.Errorf("fleet: hostd listens on every address (%s) and has no peer address to advertise: give --cluster-advertise HOST:PORT", listen)
+		}
 		return net.JoinHostPort(peerAddr, port), nil
 	}
 	return listen, nil

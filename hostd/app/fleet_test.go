@@ -17,4 +17,7 @@ func TestAdvertiseAddress(t *testing.T) {
 	if _, err := advertiseAddress("", "no-port", "127.0.0.11"); err == nil {
 		t.Error("a listen address without a port was taken")
 	}
+	if _, err := advertiseAddress("", "0.0.0.0:8787", ""); err == nil {
+		t.Error("an external etcd's host listening everywhere advertised no address, without an error")
+	}
 }

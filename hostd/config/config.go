@@ -139,6 +139,11 @@ type Cluster struct {
 	// Advertise is the API address other hosts and clients reach this
 	// host at; empty: its peer address with --listen's port.
 	Advertise string
+	// Endpoints, when set, are an existing etcd's client URLs: no member
+	// is embedded, and Peers and Certs are not used. EtcdCA, EtcdCert and
+	// EtcdKey are the client TLS files for it (https endpoints).
+	Endpoints                 string
+	EtcdCA, EtcdCert, EtcdKey string
 }
 
 // DefaultServe returns the defaults.
@@ -179,6 +184,10 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Cluster.ClientPort, "cluster-client-port", s.Cluster.ClientPort, "port of each host's etcd member for clients")
 	fs.StringVar(&s.Cluster.Certs, "cluster-certs", s.Cluster.Certs, "directory of the fleet's certificates, from hostd cluster certs (TLS between hosts is required)")
 	fs.DurationVar(&s.Cluster.Lease, "cluster-lease", s.Cluster.Lease, "how long a host that stopped answering stays listed in the fleet")
+	fs.StringVar(&s.Cluster.Endpoints, "etcd-endpoints", s.Cluster.Endpoints, "an existing etcd for the fleet instead of an embedded member: its client URLs, comma-separated (with --cluster-name)")
+	fs.StringVar(&s.Cluster.EtcdCA, "etcd-ca", s.Cluster.EtcdCA, "CA of the existing etcd's certificates (https --etcd-endpoints)")
+	fs.StringVar(&s.Cluster.EtcdCert, "etcd-cert", s.Cluster.EtcdCert, "client certificate for the existing etcd")
+	fs.StringVar(&s.Cluster.EtcdKey, "etcd-key", s.Cluster.EtcdKey, "client key for the existing etcd")
 	fs.StringVar(&s.Cluster.Advertise, "cluster-advertise", s.Cluster.Advertise, "API address other hosts reach this one at (default: its --cluster-peers address, --listen's port)")
 	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
@@ -213,7 +222,9 @@ func (s Serve) Check() error {
 		{"screenshot-encodes", s.ScreenshotEncodes < 0, "0 (the default: max(2, CPUs)) or more"},
 		{"http-header-timeout", s.HeaderTimeout <= 0, "a positive duration, such as 10s"},
 		{"http-idle-timeout", s.IdleTimeout <= 0, "a positive duration, such as 2m"},
-		{"cluster-certs", s.Cluster.Name != "" && s.Cluster.Certs == "", "the directory hostd cluster certs wrote: the fleet's hosts talk over TLS only"},
+		{"cluster-certs", s.Cluster.Name != "" && s.Cluster.Endpoints == "" && s.Cluster.Certs == "", "the directory hostd cluster certs wrote: the fleet's hosts talk over TLS only"},
+		{"etcd-endpoints", s.Cluster.Endpoints != "" && s.Cluster.Name == "", "them with --cluster-name: they hold a fleet's records"},
+		{"etcd-cert", (s.Cluster.EtcdCA == "") != (s.Cluster.EtcdCert == "") || (s.Cluster.EtcdCert == "") != (s.Cluster.EtcdKey == ""), "--etcd-ca, --etcd-cert and --etcd-key together, or none"},
 		{"cluster-lease", s.Cluster.Name != "" && s.Cluster.Lease < 2*time.Second, "2s or more"},
 	} {
 		if c.bad {

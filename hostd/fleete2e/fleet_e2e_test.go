@@ -432,3 +432,63 @@ func throughOther(ctx context.Context, t *testing.T, h *host, id string) {
 		h.fail("viewer socket through %s: first message %q, %v; want the RFB banner", h.name, banner, err)
 	}
 }
+
+// Two hostd processes keep their records in an existing etcd (one member
+// started by the test, as an operator's would be) instead of embedded
+// members: both join, and a desktop created through one is driven through
+// the other.
+func TestHostsOnAnExistingEtcd(t *testing.T) {
+	testenv.SkipShort(t)
+	baked := testenv.Snapshot(t, "minimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const etcdAddr = "127.0.0.14"
+	ports := []string{commonPort(t, []string{etcdAddr}), ""}
+	for ports[1] == "" || ports[1] == ports[0] {
+		ports[1] = commonPort(t, []string{etcdAddr})
+	}
+	member, err := fleet.StartMember(ctx, fleet.MemberConfig{Cluster: "existing", Name: "e1", DataDir: t.TempDir(),
+		Peers: []fleet.Peer{{Name: "e1", PeerURL: "http://" + etcdAddr + ":" + ports[0], ClientURL: "http://" + etcdAddr + ":" + ports[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	hosts := make([]*host, 2)
+	for i := range hosts {
+		h := &host{t: t, name: "x" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", 24+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
+		h.args = []string{"--cluster-name", "existing", "--cluster-host", h.name, "--etcd-endpoints", member.Endpoints()[0], "--cluster-lease", "2s"}
+		hosts[i] = h
+	}
+	snaps := filepath.Join(hosts[0].state, "snapshots")
+	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			if h.cmd != nil {
+				h.stop()
+			}
+		}
+	})
+	for _, h := range hosts {
+		h.start()
+		h.ready()
+	}
+	if !testenv.Poll(30*time.Second, 20*time.Millisecond, 200*time.Millisecond, func() bool {
+		got, _, err := names(ctx, hosts[1])
+		return err == nil && slices.Equal(got, []string{"x1", "x2"})
+	}) {
+		hosts[1].fail("x2 does not list both hosts")
+	}
+	d, err := hosts[1].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil || d.Host != "x1" {
+		hosts[1].fail("create through x2: %+v, %v; want it on x1, which holds the snapshot", d, err)
+	}
+	throughOther(ctx, t, hosts[1], d.ID)
+	if err := hosts[1].c.DeleteDesktop(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+}
