@@ -29,7 +29,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b", "peers"}
+var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
 
 // Options configure a run.
 type Options struct {
@@ -244,6 +244,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.e2bSuite(ctx)
 		case "peers":
 			err = e.peersSuite(ctx)
+		case "fleet":
+			err = e.fleetSuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}

@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
+	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/fleet"
+	"github.com/warmdesk/warmdesk/web"
+)
+
+// fleetSamples is how many of each proxied call are timed.
+const fleetSamples = 30
+
+// fleetSuite measures what being one host of a fleet costs, in process,
+// over this machine's loopback: three etcd members on 127.0.0.31 to .33
+// (no TLS), host "b" the run's own QEMU Manager behind the API, host "a"
+// an API whose Manager (on the fake driver) runs nothing, so every request
+// for a desktop it is given is passed to b by the fleet's proxy:
+//   - fleet_proxy_get: GET /v1/desktops/ID through a beside the same call
+//     to b, alternating (the proxy's own cost);
+//   - fleet_create_direct and fleet_create_proxied: a create on b, and a
+//     create made to a, placed on b (an etcd transaction) and passed on,
+//     alternating, each to its answer (cold restores: the run's pool is
+//     off, so their spread is the restore's);
+//   - fleet_placements_per_s: three placers choosing among three hosts at
+//     once, each placement a reservation committed and released;
+//   - fleet_pull: the snapshot pulled from b into a catalog of its own, as
+//     a host that lacks it does before its first create.
+func (e *env) fleetSuite(ctx context.Context) error {
+	members, endpoints, etcdDir, err := startBenchEtcd(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, m := range members {
+			m.Close()
+		}
+		os.RemoveAll(etcdDir)
+	}()
+	etcd, err := fleet.Connect(ctx, endpoints, nil)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+
+	const token = "bench-token"
+	// b: the run's Manager, its desktops' records put in the fleet's etcd
+	// as b's own store would.
+	bRecords := fleet.NewRecords(etcd, "b", "")
+	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
+	bSrv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log, HostName: "b",
+		Fleet: func(context.Context) (api.Fleet, error) { return api.Fleet{Name: "bench"}, nil }}).Handler())
+	defer bSrv.Close()
+	bAddr := strings.TrimPrefix(bSrv.URL, "http://")
+	held := []fleet.HeldSnapshot{{Name: e.snap.Name, MemoryMiB: e.snap.Manifest.Machine.MemoryMiB}}
+	bm, err := fleet.Join(ctx, etcd, "", fleet.Host{Name: "b", Address: bAddr, MemoryMiB: 1 << 20, MaxDesktops: 64, Snapshots: held}, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer bm.Leave(context.WithoutCancel(ctx))
+
+	// a: runs nothing; it locates and places through the fleet.
+	fake := desktoptest.NewFake()
+	aMgr := desktop.NewManager(ctx, desktop.Config{Driver: fake, Store: desktoptest.NewMemStore(), Catalog: e.cat, Logger: e.log, Limits: desktop.DefaultLimits()})
+	defer aMgr.Close()
+	aSrv := httptest.NewServer(web.New(web.Config{Manager: aMgr, Drive: drive.New(ctx, drive.Config{Manager: aMgr, Logger: e.log}), Token: token, Logger: e.log, HostName: "a",
+		Locate: func(ctx context.Context, id string) (string, bool, error) {
+			host, addr, ok, err := fleet.Locate(ctx, etcd, "", id)
+			return addr, ok && host != "a", err
+		},
+		Place: func(ctx context.Context, snapshot string) (string, bool, func(), error) {
+			p, err := fleet.Place(ctx, etcd, "", snapshot, desktop.NewID("p-"))
+			if err != nil {
+				return "", false, nil, err
+			}
+			return p.Host.Address, p.Host.Name == "a", func() { p.Release(context.WithoutCancel(ctx)) }, nil
+		},
+	}).Handler())
+	defer aSrv.Close()
+	direct, viaA := client.New(bSrv.URL, token), client.New(aSrv.URL, token)
+
+	// Creates, alternating; each desktop recorded in etcd as b's, then
+	// deleted (not timed).
+	var createDirect, createProxied Dist
+	var lastID string
+	for i := range 2 * 5 {
+		c, dist := direct, &createDirect
+		if i%2 == 1 {
+			c, dist = viaA, &createProxied
+		}
+		start := time.Now()
+		d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: e.snap.Name})
+		if err != nil {
+			return fmt.Errorf("create (through %s): %w", map[bool]string{true: "a", false: "b"}[i%2 == 1], err)
+		}
+		dist.Add(time.Since(start))
+		if i < 8 {
+			e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
+		} else {
+			lastID = d.ID
+		}
+	}
+	e.res.dist("fleet_create_direct", &createDirect)
+	e.res.dist("fleet_create_proxied", &createProxied)
+
+	// The proxy's own cost, on a call that does little.
+	d, err := e.mgr.Get(lastID)
+	if err != nil {
+		return err
+	}
+	if err := bRecords.PutDesktop(d); err != nil {
+		return err
+	}
+	var getDirect, getProxied Dist
+	for i := range 2 * fleetSamples {
+		c, dist := direct, &getDirect
+		if i%2 == 1 {
+			c, dist = viaA, &getProxied
+		}
+		start := time.Now()
+		if _, err := c.Desktop(ctx, lastID); err != nil {
+			return fmt.Errorf("get a desktop (proxied: %v): %w", i%2 == 1, err)
+		}
+		dist.Add(time.Since(start))
+	}
+	e.res.dist("fleet_get_direct", &getDirect)
+	e.res.dist("fleet_get_proxied", &getProxied)
+	e.res.set("fleet_proxy_added_ms", ms(getProxied.Percentile(50))-ms(getDirect.Percentile(50)))
+	e.mgr.Delete(context.WithoutCancel(ctx), lastID)
+	bRecords.DeleteDesktop(lastID)
+
+	if err := e.placementRate(ctx, endpoints); err != nil {
+		return err
+	}
+	return e.pullRate(ctx, bAddr, token)
+}
+
+// startBenchEtcd starts three members on 127.0.0.31 to .33, their data
+// in dir (the caller removes it).
+func startBenchEtcd(ctx context.Context) (started []*fleet.Member, endpoints []string, dir string, err error) {
+	if dir, err = os.MkdirTemp("", "wdfleet"); err != nil {
+		return nil, nil, "", err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	var peers []fleet.Peer
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.%d", 31+i)
+		var ports [2]string
+		for j := range ports {
+			ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+			if err != nil {
+				return nil, nil, "", fmt.Errorf("fleet suite: listen on %s (a loopback address): %w", addr, err)
+			}
+			_, ports[j], _ = net.SplitHostPort(ln.Addr().String())
+			ln.Close()
+		}
+		peers = append(peers, fleet.Peer{Name: fmt.Sprintf("m%d", i+1), PeerURL: "http://" + addr + ":" + ports[0], ClientURL: "http://" + addr + ":" + ports[1]})
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	members := make([]*fleet.Member, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			members[i], errs[i] = fleet.StartMember(sctx, fleet.MemberConfig{Cluster: "bench", Name: peers[i].Name, Peers: peers, DataDir: filepath.Join(dir, peers[i].Name)})
+		}()
+	}
+	wg.Wait()
+	for i, m := range members {
+		if errs[i] == nil {
+			started = append(started, m)
+		} else if err == nil {
+			err = errs[i]
+		}
+	}
+	if err != nil {
+		for _, s := range started {
+			s.Close()
+		}
+		return nil, nil, "", err
+	}
+	return started, started[0].Endpoints(), dir, nil
+}
+
+// placementRate is how many placements three placers, one client each,
+// decide per second among three hosts: each a reservation committed in
+// one transaction (tried again when another changed the loads) and
+// released.
+func (e *env) placementRate(ctx context.Context, endpoints []string) error {
+	const window = 3 * time.Second
+	prefix := "/wd-bench-place/"
+	admin, err := fleet.Connect(ctx, endpoints, nil)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	held := []fleet.HeldSnapshot{{Name: "s", MemoryMiB: 1024}}
+	for _, name := range []string{"h1", "h2", "h3"} {
+		m, err := fleet.Join(ctx, admin, prefix, fleet.Host{Name: name, Address: "127.0.0.1:1", MemoryMiB: 1 << 30, MaxDesktops: 1 << 20, Snapshots: held}, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		defer m.Leave(context.WithoutCancel(ctx))
+	}
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	var wg sync.WaitGroup
+	for p := range 3 {
+		c, err := fleet.Connect(ctx, endpoints, nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func(c *clientv3.Client) {
+			defer wg.Done()
+			for i := 0; wctx.Err() == nil; i++ {
+				pl, err := fleet.Place(wctx, c, prefix, "s", fmt.Sprintf("d-%d-%d", p, i))
+				if err != nil {
+					if wctx.Err() == nil {
+						once.Do(func() { firstErr = err })
+					}
+					return
+				}
+				pl.Release(context.WithoutCancel(wctx))
+				done.Add(1)
+			}
+		}(c)
+	}
+	start := time.Now()
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	e.res.set("fleet_placements_per_s", float64(done.Load())/time.Since(start).Seconds())
+	admin.Delete(context.WithoutCancel(ctx), prefix, clientv3.WithPrefix())
+	return nil
+}
+
+// pullRate pulls the run's snapshot from b, as a host lacking it does.
+func (e *env) pullRate(ctx context.Context, bAddr, token string) error {
+	dir, err := os.MkdirTemp(e.dataDir, "pulled-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cat, err := desktop.NewCatalog(dir)
+	if err != nil {
+		return err
+	}
+	p := fleet.Puller{HTTP: &http.Client{}, Token: token}
+	_, stats, err := p.Pull(ctx, bAddr, e.snap.Name, cat)
+	if err != nil {
+		return err
+	}
+	e.res.set("fleet_pull_ms", ms(stats.Duration))
+	e.res.set("fleet_pull_mib", float64(stats.Bytes)/(1<<20))
+	e.res.set("fleet_pull_mib_per_s", float64(stats.Bytes)/(1<<20)/stats.Duration.Seconds())
+	return nil
+}
