@@ -24,8 +24,23 @@ import (
 	"github.com/warmdesk/warmdesk/web"
 )
 
-// fleetSamples is how many of each proxied call are timed.
-const fleetSamples = 30
+// fleetSamples is how many of each proxied call are timed, fleetCreates
+// how many creates each way.
+const (
+	fleetSamples = 30
+	fleetCreates = 10
+)
+
+// benchPlacer places creates made to host self, as hostd's fleet does.
+func benchPlacer(etcd *clientv3.Client, self string) web.Placer {
+	return func(ctx context.Context, snapshot string) (string, bool, func(), error) {
+		p, err := fleet.Place(ctx, etcd, "", snapshot, desktop.NewID("p-"))
+		if err != nil {
+			return "", false, nil, err
+		}
+		return p.Host.Address, p.Host.Name == self, func() { p.Release(context.WithoutCancel(ctx)) }, nil
+	}
+}
 
 // fleetSuite measures what being one host of a fleet costs, in process,
 // over this machine's loopback: three etcd members on 127.0.0.31 to .33
@@ -34,10 +49,10 @@ const fleetSamples = 30
 // for a desktop it is given is passed to b by the fleet's proxy:
 //   - fleet_proxy_get: GET /v1/desktops/ID through a beside the same call
 //     to b, alternating (the proxy's own cost);
-//   - fleet_create_direct and fleet_create_proxied: a create on b, and a
-//     create made to a, placed on b (an etcd transaction) and passed on,
-//     alternating, each to its answer (cold restores: the run's pool is
-//     off, so their spread is the restore's);
+//   - fleet_create_direct and fleet_create_proxied: creates placed on b
+//     (an etcd transaction), made to b and made to a (which passes them
+//     on), alternating, each to its answer (cold restores: the run's pool
+//     is off, so their spread is the restore's);
 //   - fleet_placements_per_s: three placers choosing among three hosts at
 //     once, each placement a reservation committed and released;
 //   - fleet_pull: the snapshot pulled from b into a catalog of its own, as
@@ -65,7 +80,8 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	bRecords := fleet.NewRecords(etcd, "b", "")
 	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
 	bSrv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log, HostName: "b",
-		Fleet: func(context.Context) (api.Fleet, error) { return api.Fleet{Name: "bench"}, nil }}).Handler())
+		Fleet: func(context.Context) (api.Fleet, error) { return api.Fleet{Name: "bench"}, nil },
+		Place: benchPlacer(etcd, "b")}).Handler())
 	defer bSrv.Close()
 	bAddr := strings.TrimPrefix(bSrv.URL, "http://")
 	held := []fleet.HeldSnapshot{{Name: e.snap.Name, MemoryMiB: e.snap.Manifest.Machine.MemoryMiB}}
@@ -84,22 +100,17 @@ func (e *env) fleetSuite(ctx context.Context) error {
 			host, addr, ok, err := fleet.Locate(ctx, etcd, "", id)
 			return addr, ok && host != "a", err
 		},
-		Place: func(ctx context.Context, snapshot string) (string, bool, func(), error) {
-			p, err := fleet.Place(ctx, etcd, "", snapshot, desktop.NewID("p-"))
-			if err != nil {
-				return "", false, nil, err
-			}
-			return p.Host.Address, p.Host.Name == "a", func() { p.Release(context.WithoutCancel(ctx)) }, nil
-		},
+		Place: benchPlacer(etcd, "a"),
 	}).Handler())
 	defer aSrv.Close()
 	direct, viaA := client.New(bSrv.URL, token), client.New(aSrv.URL, token)
 
-	// Creates, alternating; each desktop recorded in etcd as b's, then
-	// deleted (not timed).
+	// Creates, alternating; both placed (every create of a fleet is), on
+	// b, the snapshot's one holder: made to b it runs there, made to a it
+	// is passed on. Each deleted after (not timed).
 	var createDirect, createProxied Dist
 	var lastID string
-	for i := range 2 * 5 {
+	for i := range 2 * fleetCreates {
 		c, dist := direct, &createDirect
 		if i%2 == 1 {
 			c, dist = viaA, &createProxied
@@ -110,7 +121,7 @@ func (e *env) fleetSuite(ctx context.Context) error {
 			return fmt.Errorf("create (through %s): %w", map[bool]string{true: "a", false: "b"}[i%2 == 1], err)
 		}
 		dist.Add(time.Since(start))
-		if i < 8 {
+		if i < 2*fleetCreates-2 {
 			e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
 		} else {
 			lastID = d.ID
@@ -118,6 +129,7 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	}
 	e.res.dist("fleet_create_direct", &createDirect)
 	e.res.dist("fleet_create_proxied", &createProxied)
+	e.res.set("fleet_create_proxy_added_ms", ms(createProxied.Percentile(50))-ms(createDirect.Percentile(50)))
 
 	// The proxy's own cost, on a call that does little.
 	d, err := e.mgr.Get(lastID)
