@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -46,13 +47,19 @@ type Puller struct {
 	Accept func(*desktop.Manifest) error
 	// Progress hears each file's bytes as they arrive; nil for none.
 	Progress func(file string, done, total int64)
+	// EnsureParent makes sure the snapshot a layered one is layered on is
+	// here first (pulling it too); nil: layered snapshots are refused.
+	EnsureParent func(ctx context.Context, name string) error
 }
 
 // Pull copies snapshot name from the host at address into cat: the
 // manifest first, then each file, checked against the manifest's SHA-256
 // as it arrives and committed only when all match. A fork's template
-// (ephemeral) and a snapshot layered on another (its disk names the
-// other's path on its own host) do not move.
+// (ephemeral) does not move. A snapshot layered on another has its parent
+// made sure of first (EnsureParent); its disk then names the file it
+// layers on by the path that file has on its own host, so it moves only
+// when that path holds the file here too (hosts that keep their snapshots
+// at the same path, the same --state-dir).
 func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Catalog) (desktop.Snapshot, PullStats, error) {
 	start := time.Now()
 	var stats PullStats
@@ -69,8 +76,13 @@ func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Cat
 		return desktop.Snapshot{}, stats, fmt.Errorf("%w: pull snapshot %s: %s served the manifest of %q", desktop.ErrMismatch, name, address, m.Name)
 	case m.Ephemeral:
 		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is a fork's template: it lives on its host only", desktop.ErrInvalid, name)
-	case m.Parent != "":
-		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is layered on %s: layered snapshots do not move between hosts yet; create its desktops on %s", desktop.ErrInvalid, name, m.Parent, address)
+	case m.Parent != "" && p.EnsureParent == nil:
+		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is layered on %s, and this pull takes no parents: create its desktops on %s", desktop.ErrInvalid, name, m.Parent, address)
+	}
+	if m.Parent != "" {
+		if err := p.EnsureParent(ctx, m.Parent); err != nil {
+			return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s: its parent %s: %w", name, m.Parent, err)
+		}
 	}
 	if p.Accept != nil {
 		if err := p.Accept(m); err != nil {
@@ -93,6 +105,9 @@ func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Cat
 		if err != nil {
 			return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, address, err)
 		}
+	}
+	if err := backingHere(draft.Path(desktop.FileDisk), filepath.Join(cat.Dir(), name)); err != nil {
+		return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s: %w", name, err)
 	}
 	s, err := draft.CommitAs(m)
 	stats.Duration = time.Since(start)
@@ -212,4 +227,24 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 		p.tell(p.done)
 	}
 	return n, err
+}
+
+// backingHere checks that the file a pulled disk layers on is on this
+// host: the disk names it by the path it has on the host it came from (a
+// relative name is taken from dir, where the disk will be).
+func backingHere(disk, dir string) error {
+	backing, err := BackingFile(disk)
+	if err != nil {
+		return err
+	}
+	if backing == "" {
+		return nil
+	}
+	if !filepath.IsAbs(backing) {
+		backing = filepath.Join(dir, backing)
+	}
+	if _, err := os.Stat(backing); err != nil {
+		return fmt.Errorf("%w: its disk layers on %s, which this host lacks: a snapshot's disk names the layer under it by its path on the host that made it, so the hosts of a fleet must keep snapshots and images at the same paths (the same --state-dir and --cache-dir)", desktop.ErrMismatch, backing)
+	}
+	return nil
 }

@@ -31,17 +31,26 @@ type servedSnapshot struct {
 }
 
 func newServedSnapshot(t *testing.T, name string) (*servedSnapshot, *httptest.Server) {
+	return newLayeredSnapshot(t, name, "", "")
+}
+
+// newLayeredSnapshot serves a snapshot whose manifest names parent and
+// whose disk's header names backing.
+func newLayeredSnapshot(t *testing.T, name, parent, backing string) (*servedSnapshot, *httptest.Server) {
 	t.Helper()
 	s := &servedSnapshot{dir: t.TempDir()}
 	m := &desktop.Manifest{
 		Format: desktop.ManifestFormat, Name: name, CreatedAt: time.Now().UTC(), BakedBy: "qemu",
 		Machine: desktop.MachineShape{QEMUVersion: "7.2.22", QEMUSHA256: strings.Repeat("a", 64), Accel: "tcg", Type: "pc-q35-7.2",
 			CPU: "max", CPUs: 2, MemoryMiB: 1024, Width: 1280, Height: 800, Devices: []string{"virtio-vga"}},
-		Files: map[string]desktop.FileSum{},
+		Files: map[string]desktop.FileSum{}, Parent: parent,
 	}
 	for role, size := range map[string]int{desktop.FileMemory: 3 << 20, desktop.FileState: 64 << 10, desktop.FileDisk: 256 << 10} {
 		b := make([]byte, size)
 		rand.Read(b)
+		if role == desktop.FileDisk {
+			copy(b, header(backing)) // a qcow2 header, then anything
+		}
 		p := filepath.Join(s.dir, role)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -88,12 +97,16 @@ func newServedSnapshot(t *testing.T, name string) (*servedSnapshot, *httptest.Se
 }
 
 func pullInto(t *testing.T, srv *httptest.Server, name string) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
+	return pullWith(t, srv, name, nil)
+}
+
+func pullWith(t *testing.T, srv *httptest.Server, name string, parent func(context.Context, string) error) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
 	t.Helper()
 	cat, err := desktop.NewCatalog(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Puller{HTTP: srv.Client(), Token: "fleet-token"}
+	p := Puller{HTTP: srv.Client(), Token: "fleet-token", EnsureParent: parent}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, stats, err := p.Pull(ctx, strings.TrimPrefix(srv.URL, "http://"), name, cat)
@@ -150,5 +163,43 @@ func TestPullRefusesACorruptedByte(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(cat.Dir()); len(entries) != 0 {
 		t.Fatalf("the refused pull left %v in the catalog's directory", entries)
+	}
+}
+
+// A layered snapshot moves once its parent is here and the file its disk
+// layers on is at the path it names; otherwise it is refused, leaving
+// nothing.
+func TestPullOfALayeredSnapshot(t *testing.T) {
+	under := filepath.Join(t.TempDir(), "disk.qcow2")
+	if err := os.WriteFile(under, header(""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newLayeredSnapshot(t, "tmpl", "golden", under)
+	var asked []string
+	parent := func(_ context.Context, name string) error {
+		asked = append(asked, name)
+		return nil
+	}
+	if _, _, _, err := pullInto(t, srv, "tmpl"); !errors.Is(err, desktop.ErrInvalid) {
+		t.Fatalf("a layered pull without parents: %v, want refused", err)
+	}
+	cat, s, _, err := pullWith(t, srv, "tmpl", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || asked[0] != "golden" {
+		t.Fatalf("parents made sure of: %v, want golden", asked)
+	}
+	if err := cat.Verify(s); err != nil {
+		t.Fatal(err)
+	}
+
+	_, srv = newLayeredSnapshot(t, "tmpl", "golden", filepath.Join(t.TempDir(), "elsewhere", "disk.qcow2"))
+	cat, _, _, err = pullWith(t, srv, "tmpl", parent)
+	if !errors.Is(err, desktop.ErrMismatch) || !strings.Contains(err.Error(), "same paths") {
+		t.Fatalf("a layered pull whose layer is not here: %v, want a mismatch saying why", err)
+	}
+	if entries, _ := os.ReadDir(cat.Dir()); len(entries) != 0 {
+		t.Fatalf("the refused pull left %v", entries)
 	}
 }

@@ -203,16 +203,29 @@ func (f *fleetHost) others(ctx context.Context) ([]web.RemoteDesktop, error) {
 }
 
 // ensureSnapshot makes sure this host holds snapshot name before a create:
-// when it does not, it pulls the files from a host that holds it (one pull
-// per snapshot at a time; later creates wait for it, and then find it).
+// when it does not, it pulls the files from a host that holds it, and the
+// snapshots it is layered on first (one pull at a time per host; later
+// creates wait for it, and then find it).
 func (f *fleetHost) ensureSnapshot(ctx context.Context, cat *desktop.Catalog, shape desktop.MachineShape, hasImage func(hash string) bool, name string) error {
 	if _, err := cat.Get(name); err == nil {
 		return nil
 	}
 	f.pullMu.Lock()
 	defer f.pullMu.Unlock()
+	shape.Devices = nil // the devices are the snapshot's own
+	return f.pull(ctx, cat, shape, hasImage, name, 0)
+}
+
+// maxLayers bounds a chain of layered snapshots pulled for one create.
+const maxLayers = 16
+
+// pull pulls name (with f.pullMu held) unless it is here already.
+func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape desktop.MachineShape, hasImage func(hash string) bool, name string, depth int) error {
 	if _, err := cat.Get(name); err == nil {
-		return nil // pulled while this one waited
+		return nil // pulled while this one waited, or a parent already here
+	}
+	if depth > maxLayers {
+		return fmt.Errorf("%w: snapshot %s is layered more than %d deep", desktop.ErrInvalid, name, maxLayers)
 	}
 	hosts, err := fleet.Hosts(ctx, f.client, "")
 	if err != nil {
@@ -228,7 +241,6 @@ func (f *fleetHost) ensureSnapshot(ctx context.Context, cat *desktop.Catalog, sh
 	if from == nil {
 		return nil // no host has it: the create says so
 	}
-	shape.Devices = nil // the devices are the snapshot's own
 	p := fleet.Puller{
 		HTTP:  &http.Client{},
 		Token: f.token,
@@ -242,6 +254,9 @@ func (f *fleetHost) ensureSnapshot(ctx context.Context, cat *desktop.Catalog, sh
 				return fmt.Errorf("%w: its disk layers on image %s (%s, flavor %s), which this host has not built: build it here (hostd image build --flavor %s) or create on a host that has it", desktop.ErrMismatch, m.Image.Name, m.Image.Hash[:min(12, len(m.Image.Hash))], m.Image.Flavor, m.Image.Flavor)
 			}
 			return nil
+		},
+		EnsureParent: func(ctx context.Context, parent string) error {
+			return f.pull(ctx, cat, shape, hasImage, parent, depth+1)
 		},
 	}
 	f.log.Info("pulling a snapshot from another host of the fleet", "snapshot", name, "from", from.Name)

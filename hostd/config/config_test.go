@@ -19,7 +19,9 @@ func TestServeCheck(t *testing.T) {
 		"cluster-certs":           func(s *Serve) { s.Cluster.Name = "f" },
 		"cluster-lease":           func(s *Serve) { s.Cluster.Name, s.Cluster.Certs, s.Cluster.Lease = "f", "/certs", time.Second },
 		"etcd-endpoints":          func(s *Serve) { s.Cluster.Endpoints = "http://127.0.0.14:2379" },
-		"etcd-cert":               func(s *Serve) { s.Cluster.Name, s.Cluster.Endpoints, s.Cluster.EtcdCA = "f", "https://127.0.0.14:2379", "/ca.pem" },
+		"etcd-cert": func(s *Serve) {
+			s.Cluster.Name, s.Cluster.Endpoints, s.Cluster.EtcdCA = "f", "https://127.0.0.14:2379", "/ca.pem"
+		},
 	} {
 		s := DefaultServe()
 		mutate(&s)
