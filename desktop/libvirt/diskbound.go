@@ -49,14 +49,7 @@ func (m *Machine) armDiskBound(ctx context.Context) error {
 // setDiskThreshold sets the threshold on the top overlay's file node.
 func (m *Machine) setDiskThreshold(ctx context.Context) error {
 	rec := m.record()
-	node, err := qemuvm.ProtocolNode(ctx, m.monitor(), rec.Disk)
-	if err != nil {
-		return fmt.Errorf("disk bound: %w", err)
-	}
-	if err := qemuvm.SetWriteThreshold(ctx, m.monitor(), node, int64(rec.DiskMiB)<<20); err != nil {
-		return fmt.Errorf("disk bound: %w", err)
-	}
-	return nil
+	return qemuvm.BoundFile(ctx, m.monitor(), rec.Disk, rec.DiskMiB)
 }
 
 // watchDiskBound pauses the domain each time its disk passes the bound,

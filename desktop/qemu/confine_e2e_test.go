@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/confine"
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/internal/testenv"
@@ -230,38 +231,8 @@ func TestDiskBoundPausesTheDesktop(t *testing.T) {
 	const bound = 64
 	m := r.restore(desktop.RestoreSpec{ID: "d-diskbound", DiskMiB: bound})
 	rec := recordOf(t, m)
-	before, err := os.Stat(rec.Disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill, stopFill := context.WithCancel(ctx)
-	defer stopFill()
-	go desktop.Shell(fill, m.Agent(), "dd if=/dev/zero of=/root/fill bs=1M count=400 oflag=direct", 3*time.Minute)
-	select {
-	case reason := <-m.(desktop.Halter).Halted():
-		if !strings.HasPrefix(reason, "disk_full:") {
-			t.Fatalf("reason %q, want disk_full", reason)
-		}
-	case <-ctx.Done():
-		t.Fatal("the guest filled its disk and the desktop never paused")
-	}
+	stopFill := desktoptest.FillPastDiskBound(ctx, t, m, rec.Disk, bound)
 	stopFill()
-	stopped, err := m.(desktop.Stopper).Stopped(ctx)
-	if err != nil || !stopped {
-		t.Fatalf("guest CPUs stopped: %v, %v; want stopped", stopped, err)
-	}
-	after, err := os.Stat(rec.Disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const slackMiB = 16
-	t.Logf("overlay %d KiB before the fill, %d KiB when paused: %d KiB past the bound of %d MiB", before.Size()>>10, after.Size()>>10, (after.Size()-bound<<20)>>10, bound)
-	if after.Size() > (bound+slackMiB)<<20 {
-		t.Fatalf("overlay grew to %d bytes, past the bound of %d MiB plus %d MiB slack", after.Size(), bound, slackMiB)
-	}
-	if after.Size() < bound<<20 {
-		t.Fatalf("paused at %d bytes, before reaching the bound of %d MiB", after.Size(), bound)
-	}
 }
 
 // A guest printing without end on its serial console leaves at most two

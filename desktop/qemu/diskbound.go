@@ -2,7 +2,6 @@ package qemu
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -30,14 +29,7 @@ func (m *Machine) armDiskBound(ctx context.Context) error {
 		sub := m.qmp.Subscribe()
 		go m.watchDiskBound(sub)
 	})
-	node, err := qemuvm.ProtocolNode(ctx, m.qmp, rec.Disk)
-	if err != nil {
-		return fmt.Errorf("disk bound: %w", err)
-	}
-	if err := qemuvm.SetWriteThreshold(ctx, m.qmp, node, int64(rec.DiskMiB)<<20); err != nil {
-		return fmt.Errorf("disk bound: %w", err)
-	}
-	return nil
+	return qemuvm.BoundFile(ctx, m.qmp, rec.Disk, rec.DiskMiB)
 }
 
 // watchDiskBound stops the guest each time its disk passes the bound.

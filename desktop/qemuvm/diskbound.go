@@ -57,6 +57,19 @@ func SetWriteThreshold(ctx context.Context, ex Executor, node string, bytes int6
 	return ex.Execute(ctx, "block-set-write-threshold", map[string]any{"node-name": node, "write-threshold": bytes}, nil)
 }
 
+// BoundFile asks QEMU for WriteThresholdEvent once the file at path (a
+// disk's top overlay) grows past mib MiB.
+func BoundFile(ctx context.Context, ex Executor, path string, mib int) error {
+	node, err := ProtocolNode(ctx, ex, path)
+	if err != nil {
+		return fmt.Errorf("disk bound: %w", err)
+	}
+	if err := SetWriteThreshold(ctx, ex, node, int64(mib)<<20); err != nil {
+		return fmt.Errorf("disk bound: %w", err)
+	}
+	return nil
+}
+
 // DiskFullReason is why a desktop paused itself at its disk bound.
 func DiskFullReason(mib int) string {
 	return fmt.Sprintf("disk_full: the desktop's disk grew to its bound of %d MiB (disk_mib) and the desktop paused; delete it, or resume it to let the guest free space (it pauses again at its next write past the bound)", mib)

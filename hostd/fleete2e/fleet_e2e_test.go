@@ -25,6 +25,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/cli"
 	"github.com/warmdesk/warmdesk/input"
@@ -124,6 +125,28 @@ func (h *host) stop() {
 	}
 }
 
+// hold puts a snapshot in h's catalog (a link to the baked one).
+func (h *host) hold(snap desktop.Snapshot) {
+	snaps := filepath.Join(h.state, "snapshots")
+	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Symlink(snap.Dir, filepath.Join(snaps, snap.Name)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// stopAtCleanup stops every host still running when the test ends.
+func stopAtCleanup(t *testing.T, hosts []*host) {
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			if h.cmd != nil {
+				h.stop()
+			}
+		}
+	})
+}
+
 // commonPort finds a port free on every one of addrs now.
 func commonPort(t *testing.T, addrs []string) string {
 	t.Helper()
@@ -209,20 +232,8 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	// Only h2 holds the snapshot, and it takes one desktop: a second
 	// create goes to a host that pulls the snapshot first.
 	hosts[1].args = append(hosts[1].args, "--max-desktops", "1")
-	snaps := filepath.Join(hosts[1].state, "snapshots")
-	if err := os.MkdirAll(snaps, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, h := range hosts {
-			if h.cmd != nil {
-				h.stop()
-			}
-		}
-	})
+	hosts[1].hold(baked.Snapshot)
+	stopAtCleanup(t, hosts)
 	// Started together: each waits for a majority of its peers.
 	var wg sync.WaitGroup
 	for _, h := range hosts {
@@ -459,20 +470,8 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 		h.args = []string{"--cluster-name", "existing", "--cluster-host", h.name, "--etcd-endpoints", member.Endpoints()[0], "--cluster-lease", "2s"}
 		hosts[i] = h
 	}
-	snaps := filepath.Join(hosts[0].state, "snapshots")
-	if err := os.MkdirAll(snaps, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(baked.Snapshot.Dir, filepath.Join(snaps, baked.Snapshot.Name)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, h := range hosts {
-			if h.cmd != nil {
-				h.stop()
-			}
-		}
-	})
+	hosts[0].hold(baked.Snapshot)
+	stopAtCleanup(t, hosts)
 	for _, h := range hosts {
 		h.start()
 		h.ready()
