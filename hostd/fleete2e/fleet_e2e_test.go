@@ -5,6 +5,7 @@
 package fleete2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -271,6 +272,14 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	}
 	if f.Leader == "" {
 		t.Error("the fleet names no etcd leader")
+	}
+	// hostd fleet status, as an operator runs it against h1.
+	t.Setenv("WARMDESK_ADDR", hosts[0].c.BaseURL)
+	t.Setenv("WARMDESK_TOKEN", hosts[0].c.Token)
+	var status, statusErr bytes.Buffer
+	if code := cli.Main(ctx, []string{"fleet", "status"}, &status, &statusErr); code != 0 || !strings.Contains(status.String(), "3 hosts") ||
+		!strings.Contains(status.String(), baked.Snapshot.Name) {
+		t.Errorf("hostd fleet status: exit %d, %s%s", code, status.String(), statusErr.String())
 	}
 
 	// A create made to h1 is placed on h2, the only host holding the
