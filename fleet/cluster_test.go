@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -223,3 +224,22 @@ func TestAHostThatStopsLeavesWithinItsLease(t *testing.T) {
 var placed atomic.Int64
 
 func freshPrefix() string { return fmt.Sprintf("/wd-test-%d/", placed.Add(1)) }
+
+// A second host under a live host's name is refused; the same host
+// rejoining (its address unchanged, as after a restart) is not.
+func TestAHostNameIsClaimedOnce(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := freshPrefix()
+	c := tc.client(t, 0)
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.22:8787"}, 10*time.Second); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("a second host named a: %v, want ErrNameTaken", err)
+	}
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787"}, 10*time.Second); err != nil {
+		t.Fatalf("host a rejoining from its own address: %v", err)
+	}
+}

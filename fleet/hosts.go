@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,7 +80,7 @@ func Join(ctx context.Context, c *clientv3.Client, prefix string, h Host, ttl ti
 		return nil, unreachable("join", err)
 	}
 	m := &Membership{c: c, key: hostKey(prefix, h.Name), lease: grant.ID, lost: make(chan struct{})}
-	if err := m.Update(ctx, h); err != nil {
+	if err := m.claim(ctx, h); err != nil {
 		c.Revoke(context.WithoutCancel(ctx), grant.ID)
 		return nil, err
 	}
@@ -102,6 +103,41 @@ func Join(ctx context.Context, c *clientv3.Client, prefix string, h Host, ttl ti
 	}()
 	context.AfterFunc(ctx, stop)
 	return m, nil
+}
+
+// ErrNameTaken is a join under a name a live host at another address
+// holds: two hosts of one name would load each other's records.
+var ErrNameTaken = errors.New("another live host of the fleet has this name")
+
+// claim puts h under its key if no host holds the name, or if the host
+// that holds it is this one (the same address: a restart before its old
+// lease ran out), in one transaction.
+func (m *Membership) claim(ctx context.Context, h Host) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	for {
+		get, err := m.c.Get(ctx, m.key)
+		if err != nil {
+			return unreachable("join", err)
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(m.key), "=", 0)
+		if len(get.Kvs) == 1 {
+			old, err := decodeHost(get.Kvs[0].Value)
+			if err == nil && old.Address != h.Address {
+				return fmt.Errorf("fleet: %w: %s at %s; give this host another --cluster-host, or stop that one", ErrNameTaken, h.Name, old.Address)
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(m.key), "=", get.Kvs[0].ModRevision)
+		}
+		txn, err := m.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(m.key, string(b), clientv3.WithLease(m.lease))).Commit()
+		if err != nil {
+			return unreachable("join", err)
+		}
+		if txn.Succeeded {
+			return nil
+		}
+	}
 }
 
 // Update writes h again under the same lease (its load changed).

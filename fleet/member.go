@@ -89,6 +89,10 @@ func etcdConfig(c MemberConfig) (*embed.Config, error) {
 	cfg.ClusterState = embed.ClusterStateFlagNew
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peerURL}, []url.URL{*peerURL}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*clientURL}, []url.URL{*clientURL}
+	// The history is compacted: every host rewrites its key a few times
+	// per lease, and an uncompacted history fills etcd's quota.
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = "10m"
 	// No metrics listener of etcd's own: hostd serves its metrics.
 	cfg.ListenMetricsUrls = nil
 	cfg.LogLevel = "warn"

@@ -22,6 +22,11 @@ var ErrNoRoom = errors.New("no host of the fleet can take the desktop")
 // the room back when the reservation's lease ends.
 const reservationTTL = 120 * time.Second
 
+// maxPlaceAttempts bounds the placements tried again because another
+// write changed the loads in between: a fleet busier than that is told
+// so rather than kept waiting.
+const maxPlaceAttempts = 100
+
 // reservation is the value under Prefix+"reservations/"+HOST+"/"+ID.
 type reservation struct {
 	MemoryMiB int `json:"memory_mib"`
@@ -30,15 +35,15 @@ type reservation struct {
 // Placement is a host chosen for a desktop and the room reserved there
 // until the desktop's own record counts it; Release gives the room back.
 type Placement struct {
-	Host Host
-	key  string
-	c    *clientv3.Client
+	Host  Host
+	lease clientv3.LeaseID
+	c     *clientv3.Client
 }
 
-// Release drops the reservation: after the create, whether it succeeded
-// (the desktop's record now counts) or failed.
+// Release drops the reservation, with its lease: after the create,
+// whether it succeeded (the desktop's record now counts) or failed.
 func (p *Placement) Release(ctx context.Context) error {
-	if _, err := p.c.Delete(ctx, p.key); err != nil {
+	if _, err := p.c.Revoke(ctx, p.lease); err != nil {
 		return unreachable("release a placement", err)
 	}
 	return nil
@@ -61,7 +66,10 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 		prefix = DefaultPrefix
 	}
 	hostsKey, desktopsKey, resKey := prefix+"hosts/", prefix+"desktops/", prefix+"reservations/"
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt == maxPlaceAttempts {
+			return nil, fmt.Errorf("%w: placing a desktop of %s: the fleet's records changed under %d tries in a row", desktop.ErrUnavailable, snapshot, maxPlaceAttempts)
+		}
 		read, err := c.Txn(ctx).Then(
 			clientv3.OpGet(hostsKey, clientv3.WithPrefix()),
 			clientv3.OpGet(desktopsKey, clientv3.WithPrefix()),
@@ -123,7 +131,7 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			return nil, unreachable("place", err)
 		}
 		if txn.Succeeded {
-			return &Placement{Host: chosen, key: key, c: c}, nil
+			return &Placement{Host: chosen, lease: lease.ID, c: c}, nil
 		}
 		// Another placement or a record changed the loads: read again.
 		c.Revoke(context.WithoutCancel(ctx), lease.ID)

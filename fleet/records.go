@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/volume"
@@ -76,21 +78,46 @@ func (r *Records) desktopKey(id string) string { return r.prefix + "desktops/" +
 func (r *Records) volumePrefix() string        { return r.prefix + "volumes/" + r.host + "/" }
 
 // retry runs call, each attempt bounded by attemptTimeout, until it
-// succeeds or recordTimeout has passed.
+// succeeds or recordTimeout has passed, waiting a little longer after each
+// failure. Only failures another try may mend are tried again (no member
+// answered, no leader yet, the attempt's time ran out); etcd refusing the
+// call (out of space, too large, denied) is returned as it is.
 func retry(what string, call func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
+	wait := 50 * time.Millisecond
 	for {
 		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
 		err := call(actx)
 		acancel()
-		if err == nil || errors.Is(err, ErrNotOwned) || errors.Is(err, errBadRecord) {
-			return err
+		if err == nil {
+			return nil
 		}
-		if ctx.Err() != nil {
+		if !transient(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
 			return unreachable(what, err)
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, time.Second)
 	}
+}
+
+// transient says whether another try of an etcd call may succeed.
+func transient(err error) bool {
+	if errors.Is(err, ErrNotOwned) || errors.Is(err, errBadRecord) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // errBadRecord marks a record that cannot be read: trying again will not

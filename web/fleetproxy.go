@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -41,6 +43,14 @@ func (s *Server) toOwner(c *gin.Context) {
 		c.Next()
 		return
 	}
+	// The token is checked where the desktop runs; a request with none is
+	// refused here, before it costs a read of the fleet's records.
+	_, hasBearer := bearer(c.Request)
+	_, hasProtocol := protocolToken(c.Request)
+	if !hasBearer && !hasProtocol {
+		c.Next()
+		return
+	}
 	addr, ok, err := s.cfg.Locate(c.Request.Context(), id)
 	if err != nil {
 		fail(c, err)
@@ -59,6 +69,7 @@ func (s *Server) toOwner(c *gin.Context) {
 func (s *Server) passTo(c *gin.Context, addr, what string) {
 	target := &url.URL{Scheme: "http", Host: addr}
 	p := &httputil.ReverseProxy{
+		Transport: fleetTransport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.SetXForwarded()
@@ -77,6 +88,10 @@ func (s *Server) passTo(c *gin.Context, addr, what string) {
 	p.ServeHTTP(c.Writer, c.Request)
 	c.Abort()
 }
+
+// fleetTransport carries requests between hosts: straight to the host,
+// never through an HTTP_PROXY of the environment.
+var fleetTransport = &http.Transport{Proxy: nil, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}
 
 // Placer chooses the fleet host for a new desktop of snapshot and holds
 // its room until release: its API address, and here when it is this host.
@@ -100,7 +115,18 @@ func (s *Server) place(c *gin.Context) (done bool, release func()) {
 	if json.Unmarshal(body, &req) != nil || req.Snapshot == "" {
 		return false, func() {} // this host's create says what is wrong
 	}
+	if len(req.Volumes) > 0 {
+		// A volume's files are on the host that made it: the create runs
+		// here, where the request named it.
+		return false, func() {}
+	}
 	addr, here, release, err := s.cfg.Place(c.Request.Context(), req.Snapshot)
+	if errors.Is(err, desktop.ErrNotFound) {
+		// No host lists the snapshot yet (one baked here since this host
+		// last said what it holds): this host's create finds it, or says
+		// it is missing.
+		return false, func() {}
+	}
 	if err != nil {
 		fail(c, err)
 		return true, nil

@@ -193,7 +193,7 @@ func (s *Server) endOnRevoke(c *gin.Context, end func()) (stop func()) {
 // the next request on; per-desktop tokens are signed apart and stay.
 func (s *Server) rotateToken(c *gin.Context) {
 	if s.cfg.RotateToken == nil {
-		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token (no token file)", "")
+		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token: a fleet's hosts share one token, and rotating it across the fleet is not built yet (docs/FLEET.md)", "")
 		return
 	}
 	// One rotation at a time: the token kept in the file and the one this

@@ -61,9 +61,22 @@ func (m *Machine) watchDiskBound(sub qemuvm.Events) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-m.exited
-		cancel()
+		select {
+		case <-m.exited:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
+	// quiet says the watch ends for a reason that needs no word: the
+	// domain ended, or the driver closed.
+	quiet := func() bool {
+		select {
+		case <-m.exited:
+			return true
+		default:
+		}
+		return ctx.Err() != nil || m.drv.conn.ctx.Err() != nil
+	}
 	defer func() {
 		m.boundMu.Lock()
 		m.boundWatched = false // a later arm subscribes again
@@ -77,11 +90,11 @@ func (m *Machine) watchDiskBound(sub qemuvm.Events) {
 		}
 		if err != nil {
 			sub.Close()
-			if errors.Is(err, desktop.ErrUnavailable) {
+			if errors.Is(err, desktop.ErrUnavailable) && !quiet() {
 				sub, err = m.resubscribe(ctx)
 			}
 			if err != nil {
-				if ctx.Err() == nil {
+				if !quiet() {
 					m.log.Error("disk bound no longer watched", "err", err)
 				}
 				return

@@ -359,6 +359,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		if errors.Is(err, desktop.ErrNotFound) && rec.Hibernation() {
 			// Ended after saving its whole state: a hibernation whose
 			// record a crash kept from being written.
+			d.cgroupExit(rec.Cgroup)
 			raw, _ := json.Marshal(hibernatedRecord(rec))
 			return nil, &desktop.HibernatedError{Record: raw}
 		}

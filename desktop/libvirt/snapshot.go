@@ -280,6 +280,13 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	}
 	desktop.Fault(desktop.FaultHibernateStateWritten)
 	if err := m.drv.destroyDomain(ctx, rec); err != nil {
+		// The domain lives on: its whole state must not stay beside it,
+		// where recovery would take it for a hibernation and wake the
+		// guest from it over a disk that has moved on.
+		rec.RemoveHibernation()
+		if st == golibvirt.DomainRunning {
+			m.resume(context.WithoutCancel(ctx))
+		}
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
 	m.exit("was hibernated")
@@ -345,9 +352,13 @@ func (m *Machine) Committed(ctx context.Context) error {
 	if path == "" {
 		return nil
 	}
+	// Gone before the guest runs: a crash after this finds a paused
+	// domain and no state, and resumes it.
+	if err := qemuvm.RemoveWokenState(path); err != nil {
+		return fmt.Errorf("wake: remove the state it woke from: %w", err)
+	}
 	if err := m.resume(ctx); err != nil {
 		return fmt.Errorf("wake: start guest: %w", err)
 	}
-	os.Remove(path)
 	return nil
 }

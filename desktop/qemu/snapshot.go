@@ -378,6 +378,12 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	}
 	desktop.Fault(desktop.FaultHibernateStateWritten)
 	if err := m.quit(ctx); err != nil {
+		// QEMU lives on: its whole state must not stay beside it (see
+		// the libvirt driver's Hibernate).
+		m.rec.RemoveHibernation()
+		if status == "running" {
+			m.qmp.Execute(context.WithoutCancel(ctx), "cont", nil, nil)
+		}
 		return nil, fmt.Errorf("hibernate: %w", err)
 	}
 	m.mu.Lock()
@@ -449,10 +455,14 @@ func (m *Machine) Committed(ctx context.Context) error {
 	if path == "" {
 		return nil
 	}
+	// Gone before the guest runs: a crash after this finds a stopped
+	// machine and no state, and resumes it.
+	if err := qemuvm.RemoveWokenState(path); err != nil {
+		return fmt.Errorf("wake: remove the state it woke from: %w", err)
+	}
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("wake: start guest: %w", err)
 	}
-	os.Remove(path)
 	return nil
 }
 

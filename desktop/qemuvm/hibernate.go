@@ -32,11 +32,32 @@ func (d Dirs) Hibernation() bool {
 	return err == nil
 }
 
-// RemoveHibernation removes a hibernation state, whole or partial: one
-// beside a machine still running is stale, its guest has moved on.
-func (d Dirs) RemoveHibernation() {
+// RemoveHibernation removes a hibernation state, whole or partial, and
+// syncs the directory so the removal survives a crash: a state beside a
+// machine still running is stale, its guest has moved on, and must never
+// be woken from.
+func (d Dirs) RemoveHibernation() error {
 	os.Remove(d.Path(HibernateState))
 	os.Remove(d.Path(HibernateState + ".partial"))
+	return syncDir(d.DataDir)
+}
+
+// RemoveWokenState removes the state a woken machine was restored from,
+// syncing its directory, before its guest first runs.
+func RemoveWokenState(path string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // renameSynced renames a synced file into place and syncs its directory,
@@ -45,10 +66,5 @@ func renameSynced(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	dir, err := os.Open(filepath.Dir(to))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
+	return syncDir(filepath.Dir(to))
 }

@@ -133,7 +133,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Place:          a.fleetPlace(),
 		Others:         a.fleetOthers(),
 		EnsureSnapshot: a.fleetEnsure(),
-		HostName:       cfg.Cluster.Host,
+		HostName:       a.fleetHostName(),
 		RotateToken:    a.tokenRotation(),
 		Images:         func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
 		E2B: func(daemonToken func() string) http.Handler {
@@ -193,6 +193,14 @@ func (a *App) tokenRotation() func() (string, error) {
 		return nil
 	}
 	return func() (string, error) { return RotateToken(a.cfg.TokenFile()) }
+}
+
+// fleetHostName is this host's name in its fleet; "" on a single host.
+func (a *App) fleetHostName() string {
+	if a.fleet == nil {
+		return ""
+	}
+	return a.cfg.Cluster.Host
 }
 
 // fleetLocate finds the host that runs a desktop; nil on a single host.

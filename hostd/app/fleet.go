@@ -19,6 +19,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -27,6 +28,7 @@ import (
 // serves. It is the App's records store: closing it leaves the fleet.
 type fleetHost struct {
 	*fleet.Records
+	prefix string // the fleet's keys in etcd
 	cfg    config.Cluster
 	self   fleet.Peer
 	member *fleet.Member
@@ -50,6 +52,9 @@ const memberWait = 5 * time.Minute
 // openFleet starts this host's etcd member and connects to the fleet, or
 // connects to an existing etcd (--etcd-endpoints).
 func openFleet(ctx context.Context, cfg config.Serve, log *slog.Logger) (*fleetHost, error) {
+	if err := refuseSingleHostRecords(cfg.Records()); err != nil {
+		return nil, err
+	}
 	c := cfg.Cluster
 	if c.Endpoints != "" {
 		return connectFleet(ctx, c, log)
@@ -82,7 +87,7 @@ func openFleet(ctx context.Context, cfg config.Serve, log *slog.Logger) (*fleetH
 		member.Close()
 		return nil, err
 	}
-	return &fleetHost{Records: fleet.NewRecords(client, c.Host, ""), cfg: c, self: self, member: member, client: client, log: log}, nil
+	return newFleetHost(c, self, member, client, log), nil
 }
 
 // connectFleet joins a fleet whose records are in an existing etcd.
@@ -99,7 +104,37 @@ func connectFleet(ctx context.Context, c config.Cluster, log *slog.Logger) (*fle
 		return nil, err
 	}
 	log.Info("this host's fleet records are in an existing etcd", "cluster", c.Name, "host", c.Host, "endpoints", endpoints)
-	return &fleetHost{Records: fleet.NewRecords(client, c.Host, ""), cfg: c, self: fleet.Peer{Name: c.Host, ClientURL: endpoints[0]}, client: client, log: log}, nil
+	return newFleetHost(c, fleet.Peer{Name: c.Host, ClientURL: endpoints[0]}, nil, client, log), nil
+}
+
+// refuseSingleHostRecords refuses to make a fleet host of a state
+// directory whose single-host records hold desktops: in a fleet the
+// records are in etcd, so they would not be found, and the sweep at start
+// would end their machines.
+func refuseSingleHostRecords(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	st, err := store.Open(path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ds, err := st.LoadDesktops()
+	if err != nil {
+		return err
+	}
+	if len(ds) > 0 {
+		return fmt.Errorf("fleet: %s holds %d desktops of this host as a single host, which a fleet host would not find (its records are in etcd) and whose machines it would end: delete them with hostd started without --cluster-name, or use another --state-dir", path, len(ds))
+	}
+	return nil
+}
+
+// newFleetHost is this host's part in the fleet named c.Name, whose keys
+// are under a prefix of its own: fleets sharing an etcd stay apart.
+func newFleetHost(c config.Cluster, self fleet.Peer, member *fleet.Member, client *clientv3.Client, log *slog.Logger) *fleetHost {
+	prefix := fleet.DefaultPrefix + c.Name + "/"
+	return &fleetHost{Records: fleet.NewRecords(client, c.Host, prefix), prefix: prefix, cfg: c, self: self, member: member, client: client, log: log}
 }
 
 // join puts this host in the fleet's membership, at the address it
@@ -114,7 +149,7 @@ func (f *fleetHost) join(ctx context.Context, listen string, describe func() fle
 		h.Name, h.Address = f.cfg.Host, advertise
 		return h
 	}
-	m, err := fleet.Join(ctx, f.client, "", host(), f.cfg.Lease)
+	m, err := fleet.Join(ctx, f.client, f.prefix, host(), f.cfg.Lease)
 	if err != nil {
 		return err
 	}
@@ -122,31 +157,59 @@ func (f *fleetHost) join(ctx context.Context, listen string, describe func() fle
 	f.mu.Lock()
 	f.membership, f.stopUpdate = m, stop
 	f.mu.Unlock()
-	go func() {
-		// The load is refreshed a few times per lease: placement reads it.
-		t := time.NewTicker(f.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-uctx.Done():
+	go f.keepJoined(uctx, m, host)
+	return nil
+}
+
+// keepJoined refreshes this host's load a few times per lease (placement
+// reads it), and joins again when the lease ran out (etcd was out of
+// reach for longer than the lease): the others list the host again once
+// it is back.
+func (f *fleetHost) keepJoined(ctx context.Context, m *fleet.Membership, host func() fleet.Host) {
+	t := time.NewTicker(f.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Lost():
+			f.log.Error("this host's lease in the fleet ran out (etcd out of reach for longer than --cluster-lease); joining again")
+			if m = f.rejoin(ctx, host); m == nil {
 				return
-			case <-m.Lost():
-				f.log.Error("this host's lease in the fleet ran out (etcd unreachable for longer than --cluster-lease)")
-				return
-			case <-t.C:
-				if err := m.Update(uctx, host()); err != nil && uctx.Err() == nil {
-					f.log.Warn("update this host in the fleet", "err", err)
-				}
+			}
+		case <-t.C:
+			if err := m.Update(ctx, host()); err != nil && ctx.Err() == nil {
+				f.log.Warn("update this host in the fleet", "err", err)
 			}
 		}
-	}()
-	return nil
+	}
+}
+
+// rejoin joins the fleet again, trying once per lease until it can or
+// ctx ends (nil then).
+func (f *fleetHost) rejoin(ctx context.Context, host func() fleet.Host) *fleet.Membership {
+	for {
+		m, err := fleet.Join(ctx, f.client, f.prefix, host(), f.cfg.Lease)
+		if err == nil {
+			f.mu.Lock()
+			f.membership = m
+			f.mu.Unlock()
+			f.log.Info("this host is in the fleet again")
+			return m
+		}
+		f.log.Warn("join the fleet again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(f.cfg.Lease):
+		}
+	}
 }
 
 // adoptFleetToken makes the fleet's shared daemon token this host's, and
 // keeps it in the token file for the CLI.
 func (a *App) adoptFleetToken(ctx context.Context) error {
-	shared, err := fleet.SharedToken(ctx, a.fleet.client, "", a.Token)
+	shared, err := fleet.SharedToken(ctx, a.fleet.client, a.fleet.prefix, a.Token)
 	if err != nil {
 		return err
 	}
@@ -163,7 +226,7 @@ func (a *App) adoptFleetToken(ctx context.Context) error {
 
 // locate finds the API address of the host that runs a desktop.
 func (f *fleetHost) locate(ctx context.Context, id string) (string, bool, error) {
-	host, addr, ok, err := fleet.Locate(ctx, f.client, "", id)
+	host, addr, ok, err := fleet.Locate(ctx, f.client, f.prefix, id)
 	if err != nil || !ok || host == f.cfg.Host {
 		return "", false, err
 	}
@@ -173,7 +236,7 @@ func (f *fleetHost) locate(ctx context.Context, id string) (string, bool, error)
 // place chooses the host for a new desktop of snapshot and holds its room
 // there until release.
 func (f *fleetHost) place(ctx context.Context, snapshot string) (string, bool, func(), error) {
-	p, err := fleet.Place(ctx, f.client, "", snapshot, desktop.NewID("p-"))
+	p, err := fleet.Place(ctx, f.client, f.prefix, snapshot, desktop.NewID("p-"))
 	if err != nil {
 		return "", false, nil, err
 	}
@@ -189,7 +252,7 @@ func (f *fleetHost) place(ctx context.Context, snapshot string) (string, bool, f
 
 // others lists the desktops the fleet's other hosts run.
 func (f *fleetHost) others(ctx context.Context) ([]web.RemoteDesktop, error) {
-	all, err := fleet.Desktops(ctx, f.client, "")
+	all, err := fleet.Desktops(ctx, f.client, f.prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +290,7 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 	if depth > maxLayers {
 		return fmt.Errorf("%w: snapshot %s is layered more than %d deep", desktop.ErrInvalid, name, maxLayers)
 	}
-	hosts, err := fleet.Hosts(ctx, f.client, "")
+	hosts, err := fleet.Hosts(ctx, f.client, f.prefix)
 	if err != nil {
 		return err
 	}
@@ -242,7 +305,7 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 		return nil // no host has it: the create says so
 	}
 	p := fleet.Puller{
-		HTTP:  &http.Client{},
+		HTTP:  &http.Client{Transport: &http.Transport{Proxy: nil}},
 		Token: f.token,
 		Accept: func(m *desktop.Manifest) error {
 			if diffs := m.Machine.Mismatch(shape); len(diffs) > 0 {
@@ -271,7 +334,7 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 
 // status lists the fleet's live hosts.
 func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
-	hosts, err := fleet.Hosts(ctx, f.client, "")
+	hosts, err := fleet.Hosts(ctx, f.client, f.prefix)
 	if err != nil {
 		return api.Fleet{}, err
 	}
