@@ -345,4 +345,6 @@ type FleetHost struct {
 	Machine       string   `json:"machine"`
 	Accel         string   `json:"accel"`
 	Snapshots     []string `json:"snapshots,omitempty"`
+	// Draining hosts take no new desktops (hostd fleet drain).
+	Draining bool `json:"draining,omitempty"`
 }

@@ -227,3 +227,15 @@ func (c *Client) Fleet(ctx context.Context) (api.Fleet, error) {
 	err := c.Do(ctx, http.MethodGet, "/v1/fleet", nil, &f)
 	return f, err
 }
+
+// Drain stops (on) or restarts placing new desktops on a fleet host, and
+// returns the fleet as it is then.
+func (c *Client) Drain(ctx context.Context, host string, on bool) (api.Fleet, error) {
+	method := http.MethodPost
+	if !on {
+		method = http.MethodDelete
+	}
+	var f api.Fleet
+	err := c.Do(ctx, method, "/v1/fleet/hosts/"+url.PathEscape(host)+"/drain", nil, &f)
+	return f, err
+}

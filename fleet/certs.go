@@ -29,11 +29,11 @@ type CertHost struct {
 const certLife = 5 * 365 * 24 * time.Hour
 
 // WriteCerts makes a cluster CA and, signed by it, one certificate per
-// host (for etcd's peers and clients, and for hostd's calls between
-// hosts), as PEM files in dir: ca.pem, then NAME.pem and NAME-key.pem per
-// host. The CA's key is not written: a new host means new certificates
-// for all. It refuses a dir that already holds a CA, so a fleet's
-// certificates are never replaced by accident.
+// host (for etcd's peers and clients), as PEM files in dir: ca.pem and
+// ca-key.pem, then NAME.pem and NAME-key.pem per host. ca-key.pem signs
+// the certificates of hosts added later (AddHostCert): keep it, and keep
+// it off the hosts. It refuses a dir that already holds a CA, so a
+// fleet's certificates are never replaced by accident.
 func WriteCerts(dir, cluster string, hosts []CertHost, now time.Time) error {
 	if len(hosts) == 0 {
 		return errors.New("fleet: certificates for no host: name each host and its addresses")
@@ -73,7 +73,11 @@ func WriteCerts(dir, cluster string, hosts []CertHost, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{"ca.pem": pemBlock("CERTIFICATE", caDER)}
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{"ca.pem": pemBlock("CERTIFICATE", caDER), "ca-key.pem": pemBlock("EC PRIVATE KEY", caKeyDER)}
 	for _, h := range hosts {
 		cert, key, err := hostCert(ca, caKey, cluster, h, now)
 		if err != nil {
@@ -98,6 +102,59 @@ func WriteCerts(dir, cluster string, hosts []CertHost, now time.Time) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	return nil
+}
+
+// AddHostCert signs a certificate for a host joining the fleet later,
+// with the CA WriteCerts left in dir, and writes NAME.pem and NAME-key.pem
+// beside it. A host of that name already there is refused.
+func AddHostCert(dir, cluster string, h CertHost, now time.Time) error {
+	if h.Name == "" || filepath.Base(h.Name) != h.Name || len(h.Addrs) == 0 {
+		return fmt.Errorf("fleet: host %q: give a name usable as a file name and the addresses its peers reach it at", h.Name)
+	}
+	if _, err := os.Stat(filepath.Join(dir, h.Name+".pem")); err == nil {
+		return fmt.Errorf("fleet: %s already holds a certificate for %s", dir, h.Name)
+	}
+	ca, err := readPEM(filepath.Join(dir, "ca.pem"), "CERTIFICATE")
+	if err != nil {
+		return fmt.Errorf("fleet: the fleet's CA: %w (hostd cluster certs made it, with ca-key.pem, in the directory it wrote)", err)
+	}
+	caCert, err := x509.ParseCertificate(ca)
+	if err != nil {
+		return fmt.Errorf("fleet: ca.pem: %w", err)
+	}
+	keyDER, err := readPEM(filepath.Join(dir, "ca-key.pem"), "EC PRIVATE KEY")
+	if err != nil {
+		return fmt.Errorf("fleet: the CA's key: %w", err)
+	}
+	caKey, err := x509.ParseECPrivateKey(keyDER)
+	if err != nil {
+		return fmt.Errorf("fleet: ca-key.pem: %w", err)
+	}
+	cert, key, err := hostCert(caCert, caKey, cluster, h, now)
+	if err != nil {
+		return fmt.Errorf("fleet: host %s: %w", h.Name, err)
+	}
+	// The key first: a certificate without its key is never left.
+	if err := os.WriteFile(filepath.Join(dir, h.Name+"-key.pem"), key, 0o600); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, h.Name+".pem"), cert, 0o600); err != nil {
+		os.Remove(filepath.Join(dir, h.Name+"-key.pem"))
+		return fmt.Errorf("fleet: %w", err)
+	}
+	return nil
+}
+
+func readPEM(path, kind string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != kind {
+		return nil, fmt.Errorf("%s holds no %s", path, kind)
+	}
+	return block.Bytes, nil
 }
 
 // hostCert is one host's certificate and key, for both ends of TLS.

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // Host is what a hostd says of itself in the fleet: where to reach it,
@@ -24,6 +27,9 @@ type Host struct {
 	Restore RestoreKey `json:"restore"`
 	// Snapshots are the snapshots whose files this host holds.
 	Snapshots []HeldSnapshot `json:"snapshots,omitempty"`
+	// Draining is set by Hosts when the host takes no new desktops (Drain);
+	// it is not part of what the host says of itself.
+	Draining bool `json:"-"`
 }
 
 // HeldSnapshot is a snapshot a host holds and the guest memory a desktop
@@ -164,24 +170,58 @@ func (m *Membership) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Hosts lists the hosts whose lease is alive.
+// Hosts lists the hosts whose lease is alive, each marked Draining when
+// it takes no new desktops.
 func Hosts(ctx context.Context, c *clientv3.Client, prefix string) ([]Host, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	resp, err := c.Get(ctx, prefix+"hosts/", clientv3.WithPrefix())
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(prefix+"hosts/", clientv3.WithPrefix()),
+		clientv3.OpGet(prefix+drainingKey, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
 	if err != nil {
 		return nil, unreachable("list hosts", err)
 	}
+	draining := map[string]bool{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		draining[strings.TrimPrefix(string(kv.Key), prefix+drainingKey)] = true
+	}
 	var out []Host
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		h, err := decodeHost(kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kv.Key, err)
 		}
+		h.Draining = draining[h.Name]
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// drainingKey holds, under a fleet's prefix, a key per draining host.
+const drainingKey = "draining/"
+
+// Drain stops (on) or restarts (off) placing new desktops on host; its
+// desktops run on until they are deleted. It outlives the host's lease:
+// a drained host that restarts stays drained.
+func Drain(ctx context.Context, c *clientv3.Client, prefix, host string, on bool) error {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if host == "" || strings.Contains(host, "/") {
+		return fmt.Errorf("%w: host name %q", desktop.ErrInvalid, host)
+	}
+	var err error
+	if on {
+		_, err = c.Put(ctx, prefix+drainingKey+host, "")
+	} else {
+		_, err = c.Delete(ctx, prefix+drainingKey+host)
+	}
+	if err != nil {
+		return unreachable("drain "+host, err)
+	}
+	return nil
 }
 
 func decodeHost(b []byte) (Host, error) {

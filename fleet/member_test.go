@@ -94,8 +94,30 @@ func TestWriteCerts(t *testing.T) {
 			t.Errorf("%s's key: %v, %v", h.Name, fi, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err == nil {
-		t.Error("the CA's key was written")
+	if fi, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the CA's key, for hosts added later: %v, %v", fi, err)
+	}
+	// A host added later gets a certificate the same CA signed.
+	if err := AddHostCert(dir, "f", CertHost{Name: "h3", Addrs: []string{"127.0.0.13"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "h3.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	added, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := added.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: now}); err != nil {
+		t.Errorf("the added host's certificate: %v", err)
+	}
+	if err := AddHostCert(dir, "f", CertHost{Name: "h3", Addrs: []string{"127.0.0.13"}}, now); err == nil {
+		t.Error("a second certificate for h3 was written")
+	}
+	if err := AddHostCert(t.TempDir(), "f", CertHost{Name: "h4", Addrs: []string{"127.0.0.14"}}, now); err == nil {
+		t.Error("a host was added without a CA")
 	}
 	if err := WriteCerts(dir, "f", hosts, now); err == nil || !strings.Contains(err.Error(), "already holds a CA") {
 		t.Errorf("a second WriteCerts into the same dir: %v", err)

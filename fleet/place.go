@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,9 +75,14 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			clientv3.OpGet(hostsKey, clientv3.WithPrefix()),
 			clientv3.OpGet(desktopsKey, clientv3.WithPrefix()),
 			clientv3.OpGet(resKey, clientv3.WithPrefix()),
+			clientv3.OpGet(prefix+drainingKey, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		).Commit()
 		if err != nil {
 			return nil, unreachable("place", err)
+		}
+		draining := map[string]bool{}
+		for _, kv := range read.Responses[3].GetResponseRange().Kvs {
+			draining[strings.TrimPrefix(string(kv.Key), prefix+drainingKey)] = true
 		}
 		var hosts []Host
 		for _, kv := range read.Responses[0].GetResponseRange().Kvs {
@@ -84,7 +90,9 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			if err != nil {
 				return nil, err
 			}
-			hosts = append(hosts, h)
+			if !draining[h.Name] {
+				hosts = append(hosts, h)
+			}
 		}
 		loads := map[string]load{}
 		for _, kv := range read.Responses[1].GetResponseRange().Kvs {

@@ -124,3 +124,47 @@ func TestConcurrentPlacementsNeverOverbook(t *testing.T) {
 		t.Errorf("placed %d (%v), refused %d; want the fleet's %d places taken and the other %d refused", total, placed, refused, room, 18-room)
 	}
 }
+
+// A drained host takes no new desktop while others can; undrained, it
+// takes them again.
+func TestADrainedHostTakesNoDesktops(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	prefix := freshPrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := tc.client(t, 0)
+	held := []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024}}
+	for _, h := range []Host{{Name: "a", MemoryMiB: 8192, MaxDesktops: 8, Snapshots: held}, {Name: "b", MemoryMiB: 4096, MaxDesktops: 8, Snapshots: held}} {
+		if _, err := Join(ctx, c, prefix, h, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	place := func() string {
+		t.Helper()
+		p, err := Place(ctx, c, prefix, "minimal", desktop.NewID("p-"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release(ctx)
+		return p.Host.Name
+	}
+	if got := place(); got != "a" {
+		t.Fatalf("placed on %s, want a (more free memory)", got)
+	}
+	if err := Drain(ctx, c, prefix, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := place(); got != "b" {
+		t.Fatalf("a drained: placed on %s, want b", got)
+	}
+	hs, err := Hosts(ctx, c, prefix)
+	if err != nil || len(hs) != 2 || !hs[0].Draining || hs[1].Draining {
+		t.Fatalf("hosts %+v, %v: want a draining, b not", hs, err)
+	}
+	if err := Drain(ctx, c, prefix, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := place(); got != "a" {
+		t.Fatalf("a undrained: placed on %s, want a", got)
+	}
+}

@@ -62,6 +62,8 @@ var routeAccess = map[string]access{
 	"POST /v1/token/rotate":                        needDaemon,
 	"GET /v1/fleet":                                needDaemon,
 	"GET /v1/fleet/snapshots/:name/:file":          needDaemon,
+	"POST /v1/fleet/hosts/:name/drain":             needDaemon,
+	"DELETE /v1/fleet/hosts/:name/drain":           needDaemon,
 	"POST /v1/desktops/:id/control":                needControl,
 	"POST /v1/desktops/:id/tokens":                 needDaemon,
 	"DELETE /v1/desktops/:id/tokens":               needDaemon,

@@ -55,6 +55,9 @@ type Config struct {
 	// Place chooses the host of the fleet a create made here runs on; nil
 	// on a single host.
 	Place Placer
+	// Drain stops (or restarts) placing new desktops on a host of the
+	// fleet; nil on a single host.
+	Drain func(ctx context.Context, host string, on bool) error
 	// EnsureSnapshot pulls a snapshot this host of a fleet lacks from a
 	// host that holds it, before a create; nil on a single host.
 	EnsureSnapshot func(ctx context.Context, name string) error
@@ -131,6 +134,8 @@ func New(cfg Config) *Server {
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
 	v1.GET("/fleet", need(needDaemon), s.getFleet)
 	v1.GET("/fleet/snapshots/:name/:file", need(needDaemon), s.snapshotFile)
+	v1.POST("/fleet/hosts/:name/drain", need(needDaemon), s.drainHost(true))
+	v1.DELETE("/fleet/hosts/:name/drain", need(needDaemon), s.drainHost(false))
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))
 	return s
 }
@@ -251,4 +256,28 @@ func (s *Server) getFleet(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, f)
+}
+
+// drainHost stops (on) or restarts placing new desktops on a fleet host.
+func (s *Server) drainHost(on bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.cfg.Drain == nil {
+			abort(c, http.StatusConflict, "not_a_fleet", "this hostd is a single host: there is nothing to drain it from", "")
+			return
+		}
+		if err := s.cfg.Drain(c.Request.Context(), c.Param("name"), on); err != nil {
+			fail(c, err)
+			return
+		}
+		if s.cfg.Fleet == nil {
+			c.Status(http.StatusNoContent)
+			return
+		}
+		f, err := s.cfg.Fleet(c.Request.Context())
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, f)
+	}
 }

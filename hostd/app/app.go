@@ -131,6 +131,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Fleet:          a.fleetStatus(),
 		Locate:         a.fleetLocate(),
 		Place:          a.fleetPlace(),
+		Drain:          a.fleetDrain(),
 		Others:         a.fleetOthers(),
 		EnsureSnapshot: a.fleetEnsure(),
 		HostName:       a.fleetHostName(),
@@ -232,6 +233,14 @@ func (a *App) fleetOthers() func(context.Context) ([]web.RemoteDesktop, error) {
 		return nil
 	}
 	return a.fleet.others
+}
+
+// fleetDrain drains fleet hosts; nil on a single host.
+func (a *App) fleetDrain() func(context.Context, string, bool) error {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.drain
 }
 
 // fleetPlace places creates in the fleet; nil on a single host.

@@ -332,6 +332,11 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 	return nil
 }
 
+// drain stops (or restarts) placing new desktops on a host.
+func (f *fleetHost) drain(ctx context.Context, host string, on bool) error {
+	return fleet.Drain(ctx, f.client, f.prefix, host, on)
+}
+
 // status lists the fleet's live hosts.
 func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 	hosts, err := fleet.Hosts(ctx, f.client, f.prefix)
@@ -348,7 +353,7 @@ func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 		fh := api.FleetHost{
 			Name: h.Name, Address: h.Address, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
 			UsedMemoryMiB: h.UsedMemoryMiB, Desktops: h.Desktops,
-			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel,
+			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel, Draining: h.Draining,
 		}
 		for _, s := range h.Snapshots {
 			fh.Snapshots = append(fh.Snapshots, s.Name)

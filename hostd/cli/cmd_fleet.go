@@ -20,8 +20,9 @@ func cmdCluster(ctx context.Context, e *env, args []string) error {
 // clusterCerts writes the fleet's CA and one certificate per host.
 func clusterCerts(_ context.Context, e *env, args []string) error {
 	fs := flags(e, "cluster certs")
-	dir := fs.String("dir", "", "directory to write the certificates into (must not hold a CA already)")
+	dir := fs.String("dir", "", "directory to write the certificates into (must not hold a CA already, unless --add)")
 	name := fs.String("cluster-name", "", "the fleet's name")
+	add := fs.Bool("add", false, "sign certificates for hosts joining later with the CA already in --dir (its ca-key.pem)")
 	var hosts []fleet.CertHost
 	fs.Func("host", "a host and the addresses its peers reach it at, NAME=ADDRESS[,ADDRESS...]; repeat for each host", func(v string) error {
 		n, addrs, ok := strings.Cut(v, "=")
@@ -37,17 +38,59 @@ func clusterCerts(_ context.Context, e *env, args []string) error {
 	if *dir == "" || *name == "" {
 		return fmt.Errorf("give --dir and --cluster-name, and a --host for each host")
 	}
+	if *add {
+		if len(hosts) == 0 {
+			return fmt.Errorf("give a --host for each host to add")
+		}
+		for _, h := range hosts {
+			if err := fleet.AddHostCert(*dir, *name, h, time.Now()); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(e.stdout, "signed %d host certificates with the fleet's CA in %s: copy ca.pem, NAME.pem and NAME-key.pem to each new host\n", len(hosts), *dir)
+		return nil
+	}
 	if err := fleet.WriteCerts(*dir, *name, hosts, time.Now()); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "wrote the fleet's CA and %d host certificates to %s: copy ca.pem, NAME.pem and NAME-key.pem to each host's --cluster-certs directory\n", len(hosts), *dir)
+	fmt.Fprintf(e.stdout, "wrote the fleet's CA and %d host certificates to %s: copy ca.pem, NAME.pem and NAME-key.pem to each host's --cluster-certs directory; keep ca-key.pem off the hosts, for hosts added later (--add)\n", len(hosts), *dir)
 	return nil
 }
 
 func cmdFleet(ctx context.Context, e *env, args []string) error {
 	return sub(ctx, e, "fleet", args, map[string]func(context.Context, *env, []string) error{
-		"status": fleetStatus,
+		"status":  fleetStatus,
+		"drain":   func(ctx context.Context, e *env, args []string) error { return fleetDrain(ctx, e, args, true) },
+		"undrain": func(ctx context.Context, e *env, args []string) error { return fleetDrain(ctx, e, args, false) },
 	})
+}
+
+// fleetDrain stops (on) or restarts placing new desktops on a host.
+func fleetDrain(ctx context.Context, e *env, args []string, on bool) error {
+	verb := map[bool]string{true: "drain", false: "undrain"}[on]
+	fs := flags(e, "fleet "+verb)
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("fleet %s takes one host's name", verb)
+	}
+	c, err := daemonClient(paths)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Drain(ctx, rest[0], on); err != nil {
+		return err
+	}
+	if on {
+		fmt.Fprintf(e.stdout, "%s takes no new desktops; its desktops run on until they are deleted\n", rest[0])
+	} else {
+		fmt.Fprintf(e.stdout, "%s takes new desktops again\n", rest[0])
+	}
+	return nil
 }
 
 // fleetStatus prints the fleet's hosts, as the running hostd sees them.
@@ -68,9 +111,13 @@ func fleetStatus(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "fleet %s, seen from %s: %d hosts, etcd led by %s\n", f.Name, f.Self, len(f.Hosts), f.Leader)
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tADDRESS\tDESKTOPS\tMEMORY MiB\tRESTORES\tSNAPSHOTS")
+	fmt.Fprintln(w, "HOST\tADDRESS\tDESKTOPS\tMEMORY MiB\tRESTORES\tSNAPSHOTS\t")
 	for _, h := range f.Hosts {
-		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%d/%d\t%s %s %s\t%s\n", h.Name, h.Address, h.Desktops, h.MaxDesktops, h.UsedMemoryMiB, h.MemoryMiB, h.QEMU, h.Machine, h.Accel, strings.Join(h.Snapshots, ","))
+		state := ""
+		if h.Draining {
+			state = "draining"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%d/%d\t%s %s %s\t%s\t%s\n", h.Name, h.Address, h.Desktops, h.MaxDesktops, h.UsedMemoryMiB, h.MemoryMiB, h.QEMU, h.Machine, h.Accel, strings.Join(h.Snapshots, ","), state)
 	}
 	return w.Flush()
 }

@@ -24,6 +24,10 @@ func TestClusterCerts(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	code = Main(context.Background(), []string{"cluster", "certs", "--dir", dir, "--cluster-name", "lab", "--add", "--host", "h3=127.0.0.13"}, &out, &errOut)
+	if _, err := os.Stat(filepath.Join(dir, "h3.pem")); code != 0 || err != nil {
+		t.Fatalf("--add: exit %d, %v: %s", code, err, errOut.String())
+	}
 	errOut.Reset()
 	code = Main(context.Background(), []string{"cluster", "certs", "--dir", filepath.Join(t.TempDir(), "c"), "--cluster-name", "lab", "--host", "h1"}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "NAME=ADDRESS") {

@@ -410,6 +410,32 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	if ds, err := hosts[2].c.Desktops(ctx); err != nil || len(ds) != 0 {
 		t.Errorf("after the delete h3 lists %+v, %v; want none", ds, err)
 	}
+
+	// h2, the snapshot's holder, drained through h1's CLI: a create goes
+	// to another host, which pulls the snapshot; undrained, h2 takes the
+	// next.
+	status.Reset()
+	if code := cli.Main(ctx, []string{"fleet", "drain", "h2"}, &status, &statusErr); code != 0 {
+		t.Fatalf("hostd fleet drain h2: exit %d, %s", code, statusErr.String())
+	}
+	if _, f, _ = names(ctx, hosts[2]); !slices.ContainsFunc(f.Hosts, func(h api.FleetHost) bool { return h.Name == "h2" && h.Draining }) {
+		t.Errorf("h3's view after the drain: %+v, want h2 draining", f.Hosts)
+	}
+	d3, err := hosts[0].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil || d3.Host == "h2" {
+		hosts[0].fail("create with h2 drained: %+v, %v; want it on another host", d3, err)
+	}
+	if err := hosts[0].c.DeleteDesktop(ctx, d3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code := cli.Main(ctx, []string{"fleet", "undrain", "h2"}, &status, &statusErr); code != 0 {
+		t.Fatalf("hostd fleet undrain h2: exit %d, %s", code, statusErr.String())
+	}
+	d4, err := hosts[0].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
+	if err != nil || d4.Host != "h2" {
+		hosts[0].fail("create with h2 undrained: %+v, %v; want it on h2, the holder", d4, err)
+	}
+	hosts[0].c.DeleteDesktop(ctx, d4.ID)
 }
 
 // throughOther drives a desktop of another host through h: its record, a
