@@ -47,7 +47,7 @@ func (s *Server) devtoolsRoutes(g *gin.RouterGroup) {
 	for _, method := range []string{http.MethodGet, http.MethodPut} {
 		g.Handle(method, "/desktops/:id/cdp/*path", need(needShell), byID)
 		// The path token is the credential: no s.auth.
-		s.engine.Handle(method, "/v1/cdp/:token/*path", s.devtoolsByToken)
+		s.engine.Handle(method, "/v1/cdp/:token/*path", s.cdpToOwner, s.devtoolsByToken)
 	}
 	g.POST("/desktops/:id/cdp/url", need(needShell), s.devtoolsURL)
 }

@@ -64,6 +64,33 @@ func (s *Server) toOwner(c *gin.Context) {
 	s.passTo(c, addr, "desktop "+id)
 }
 
+// cdpToOwner passes a DevTools request by token URL (/v1/cdp/TOKEN/...)
+// for a desktop another host runs to that host, which minted the token and
+// checks it: a per-desktop token names its desktop in the clear.
+func (s *Server) cdpToOwner(c *gin.Context) {
+	parts := strings.Split(c.Param("token"), ".")
+	if s.cfg.Locate == nil || len(parts) != 5 || c.Request.Header.Get(proxiedBy) != "" {
+		c.Next()
+		return
+	}
+	id := parts[1]
+	if _, err := s.cfg.Manager.Get(id); err == nil {
+		c.Next()
+		return
+	}
+	addr, ok, err := s.cfg.Locate(c.Request.Context(), id)
+	if err != nil {
+		fail(c, err)
+		c.Abort()
+		return
+	}
+	if !ok {
+		c.Next()
+		return
+	}
+	s.passTo(c, addr, "desktop "+id)
+}
+
 // passTo serves c by passing it to the fleet host at addr, headers, body
 // and WebSocket upgrade alike.
 func (s *Server) passTo(c *gin.Context, addr, what string) {
@@ -73,6 +100,10 @@ func (s *Server) passTo(c *gin.Context, addr, what string) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.SetXForwarded()
+			// The host the client called, kept: URLs the serving host
+			// builds (a DevTools URL) name it, and a browser's Origin
+			// still matches it.
+			r.Out.Host = r.In.Host
 			r.Out.Header.Set(proxiedBy, s.cfg.HostName)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

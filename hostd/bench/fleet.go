@@ -56,7 +56,10 @@ func benchPlacer(etcd *clientv3.Client, self string) web.Placer {
 //   - fleet_placements_per_s: three placers choosing among three hosts at
 //     once, each placement a reservation committed and released;
 //   - fleet_pull: the snapshot pulled from b into a catalog of its own, as
-//     a host that lacks it does before its first create.
+//     a host that lacks it does before its first create;
+//   - fleet_first_create_pulling and fleet_create_after_pull: on a host
+//     that lacks the snapshot, its first create (the pull, then the
+//     restore) and its second.
 func (e *env) fleetSuite(ctx context.Context) error {
 	members, endpoints, etcdDir, err := startBenchEtcd(ctx)
 	if err != nil {
@@ -160,7 +163,55 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	if err := e.placementRate(ctx, endpoints); err != nil {
 		return err
 	}
-	return e.pullRate(ctx, bAddr, token)
+	if err := e.pullRate(ctx, bAddr, token); err != nil {
+		return err
+	}
+	return e.firstCreatePulling(ctx, bAddr, token)
+}
+
+// firstCreatePulling times, on a host "c" whose catalog lacks the snapshot
+// (a Manager of its own on the run's QEMU driver), the first create, which
+// pulls the snapshot from b before it restores, then a second, which does
+// not.
+func (e *env) firstCreatePulling(ctx context.Context, bAddr, token string) error {
+	dir, err := os.MkdirTemp(e.dataDir, "host-c-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cat, err := desktop.NewCatalog(dir)
+	if err != nil {
+		return err
+	}
+	cMgr := desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: desktoptest.NewMemStore(), Catalog: cat, Logger: e.log,
+		Limits: desktop.Limits{MaxDesktops: 4, MaxMemoryMiB: 1 << 20, MaxFork: 1, MaxTTL: time.Hour, MaxDiskMiB: 1024}, Observer: e.screens})
+	defer cMgr.Close()
+	defer func() {
+		for _, d := range cMgr.List() {
+			cMgr.Delete(context.WithoutCancel(ctx), d.ID)
+		}
+	}()
+	puller := fleet.Puller{HTTP: &http.Client{Transport: &http.Transport{Proxy: nil}}, Token: token}
+	cSrv := httptest.NewServer(web.New(web.Config{Manager: cMgr, Drive: drive.New(ctx, drive.Config{Manager: cMgr, Screens: e.screens, Logger: e.log}), Token: token, Logger: e.log, HostName: "c",
+		EnsureSnapshot: func(ctx context.Context, name string) error {
+			if _, err := cat.Get(name); err == nil {
+				return nil
+			}
+			_, _, err := puller.Pull(ctx, bAddr, name, cat)
+			return err
+		}}).Handler())
+	defer cSrv.Close()
+	c := client.New(cSrv.URL, token)
+	for _, key := range []string{"fleet_first_create_pulling_ms", "fleet_create_after_pull_ms"} {
+		start := time.Now()
+		d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: e.snap.Name})
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		e.res.set(key, ms(time.Since(start)))
+		cMgr.Delete(context.WithoutCancel(ctx), d.ID)
+	}
+	return nil
 }
 
 // startBenchEtcd starts three members on 127.0.0.31 to .33, their data
