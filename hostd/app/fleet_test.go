@@ -44,7 +44,7 @@ func TestSingleHostRecordsStayOutOfAFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if err := refuseSingleHostRecords(path); err == nil || !strings.Contains(err.Error(), "1 desktops") {
+	if err := refuseSingleHostRecords(path); err == nil || !strings.Contains(err.Error(), "1 desktops and 0 volumes") {
 		t.Fatalf("records with a desktop: %v, want refused", err)
 	}
 }
