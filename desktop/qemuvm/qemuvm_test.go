@@ -46,12 +46,17 @@ func TestMigrationSetsCapabilitiesAndBandwidthFirst(t *testing.T) {
 			mon.Emit("MIGRATION", map[string]string{"status": "completed"})
 			return map[string]any{}, nil
 		})
+		mon.Reply("query-status", map[string]string{"status": "postmigrate"})
 		err := qemuvm.Migrate(ctx(t), mon, qemuvm.Migration{Incoming: incoming, URI: "fd:state", IgnoreShared: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := mon.Names(), []string{"migrate-set-capabilities", "migrate-set-parameters", start}; !slices.Equal(got, want) {
-			t.Fatalf("commands %v, want %v", got, want)
+		wantNames := []string{"migrate-set-capabilities", "migrate-set-parameters", start}
+		if !incoming {
+			wantNames = append(wantNames, "query-status") // finalized?
+		}
+		if got := mon.Names(); !slices.Equal(got, wantNames) {
+			t.Fatalf("commands %v, want %v", got, wantNames)
 		}
 		cmds := mon.Commands()
 		var caps struct {
@@ -84,6 +89,31 @@ func TestMigrationSetsCapabilitiesAndBandwidthFirst(t *testing.T) {
 		if n := mon.Subscribers(); n != 0 {
 			t.Errorf("%d subscriptions left open", n)
 		}
+	}
+}
+
+// An outgoing migration ends once its source has left finish-migrate,
+// which QEMU reaches a moment after it says completed: cont is refused
+// until then.
+func TestOutgoingMigrationWaitsUntilFinalized(t *testing.T) {
+	mon := qemuvmtest.New()
+	mon.Handle("migrate", func(json.RawMessage) (any, error) {
+		mon.Emit("MIGRATION", map[string]string{"status": "completed"})
+		return map[string]any{}, nil
+	})
+	polls := 0
+	mon.Handle("query-status", func(json.RawMessage) (any, error) {
+		polls++
+		if polls < 3 {
+			return map[string]string{"status": "finish-migrate"}, nil
+		}
+		return map[string]string{"status": "postmigrate"}, nil
+	})
+	if err := qemuvm.Migrate(ctx(t), mon, qemuvm.Migration{URI: "unix:/x"}); err != nil {
+		t.Fatal(err)
+	}
+	if polls != 3 {
+		t.Fatalf("the state was read %d times, want until it left finish-migrate (3)", polls)
 	}
 }
 
