@@ -39,15 +39,21 @@ func (s *Server) toOwner(c *gin.Context) {
 		c.Next()
 		return
 	}
-	if _, err := s.cfg.Manager.Get(id); err == nil {
-		c.Next()
-		return
-	}
 	// The token is checked where the desktop runs; a request with none is
 	// refused here, before it costs a read of the fleet's records.
 	_, hasBearer := bearer(c.Request)
 	_, hasProtocol := protocolToken(c.Request)
 	if !hasBearer && !hasProtocol {
+		c.Next()
+		return
+	}
+	s.passToOwnerOf(c, id)
+}
+
+// passToOwnerOf passes c to the fleet host that runs desktop id when it
+// is not this host's and another host has it; otherwise c goes on here.
+func (s *Server) passToOwnerOf(c *gin.Context, id string) {
+	if _, err := s.cfg.Manager.Get(id); err == nil {
 		c.Next()
 		return
 	}
@@ -73,22 +79,7 @@ func (s *Server) cdpToOwner(c *gin.Context) {
 		c.Next()
 		return
 	}
-	id := parts[1]
-	if _, err := s.cfg.Manager.Get(id); err == nil {
-		c.Next()
-		return
-	}
-	addr, ok, err := s.cfg.Locate(c.Request.Context(), id)
-	if err != nil {
-		fail(c, err)
-		c.Abort()
-		return
-	}
-	if !ok {
-		c.Next()
-		return
-	}
-	s.passTo(c, addr, "desktop "+id)
+	s.passToOwnerOf(c, parts[1])
 }
 
 // passTo serves c by passing it to the fleet host at addr, headers, body

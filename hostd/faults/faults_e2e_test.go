@@ -160,27 +160,9 @@ func (h *host) cleanup() {
 		h.cmd.Process.Kill()
 		<-h.exited
 	}
-	for _, pid := range qemusUnder(h.runDir) {
+	for _, pid := range testenv.QEMUsUnder(h.runDir) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// qemusUnder lists the QEMU processes whose command line names a path
-// under dir.
-func qemusUnder(dir string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), "qemu-system") && strings.Contains(string(cmdline), dir+"/") {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // point is one kill point: what to do first, the operation it interrupts,
@@ -299,7 +281,7 @@ func testKillPoints(t *testing.T, driver string) {
 			outcome := h.checkRecovered(ctx, p)
 			table = append(table, fmt.Sprintf("| `%s` | %s | %s |", p.name, outcome, time.Since(start).Round(100*time.Millisecond)))
 			h.stop(ctx)
-			if left := qemusUnder(h.runDir); len(left) > 0 {
+			if left := testenv.QEMUsUnder(h.runDir); len(left) > 0 {
 				t.Errorf("QEMU processes %v remain after every desktop was deleted", left)
 			}
 		})
@@ -386,7 +368,7 @@ func (h *host) checkNoOrphans(ctx context.Context, ds []api.Desktop) {
 			h.fail("run directory %s has no running desktop", e.Name())
 		}
 	}
-	for _, pid := range qemusUnder(h.runDir) {
+	for _, pid := range testenv.QEMUsUnder(h.runDir) {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "cmdline"))
 		owned := false
 		for id := range live {

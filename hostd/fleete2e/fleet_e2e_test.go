@@ -127,27 +127,9 @@ func (h *host) stop() {
 		h.cmd.Process.Signal(syscall.SIGTERM)
 		<-h.exited
 	}
-	for _, pid := range qemusUnder(h.runDir) {
+	for _, pid := range testenv.QEMUsUnder(h.runDir) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// qemusUnder lists the QEMU processes whose command line names a path
-// under dir.
-func qemusUnder(dir string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), "qemu-system") && strings.Contains(string(cmdline), dir+"/") {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // hold puts a snapshot in h's catalog (a link to the baked one).

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,4 +308,22 @@ func OpenFDs(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return len(entries)
+}
+
+// QEMUsUnder lists the QEMU processes whose command line names a path
+// under dir (a test's run directory): what a test's hostd left running.
+func QEMUsUnder(dir string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), "qemu-system") && strings.Contains(string(cmdline), dir+"/") {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
