@@ -2,13 +2,35 @@ package api
 
 import "time"
 
-// Event is a desktop event as the API sends it (GET /v1/events, as
-// server-sent events).
+// Event is an event as the API sends it (GET /v1/events, as server-sent
+// events): most are about a desktop (Desktop set); a fleet host pulling a
+// snapshot tells its progress (Pull set), before any desktop of it exists.
 type Event struct {
-	Type    string    `json:"type"`
-	Desktop Desktop   `json:"desktop"`
+	Type    string        `json:"type"`
+	Desktop *Desktop      `json:"desktop,omitempty"`
+	Pull    *SnapshotPull `json:"pull,omitempty"`
+	// Host is the fleet host the event happened on (empty on a single
+	// host).
+	Host    string    `json:"host,omitempty"`
 	Time    time.Time `json:"time"`
 	Summary string    `json:"summary,omitempty"`
+}
+
+// The events of a snapshot pull, on the host that pulls.
+const (
+	EventPulling    = "snapshot.pulling" // started, then as its bytes arrive
+	EventPulled     = "snapshot.pulled"
+	EventPullFailed = "snapshot.pull_failed" // Summary says why
+)
+
+// SnapshotPull is how far a fleet host has come pulling a snapshot from
+// another: Bytes of Total, over all its files.
+type SnapshotPull struct {
+	Snapshot string `json:"snapshot"`
+	From     string `json:"from"` // the host it comes from
+	File     string `json:"file,omitempty"`
+	Bytes    int64  `json:"bytes"`
+	Total    int64  `json:"total"`
 }
 
 // SetControl is the body of POST /v1/desktops/{id}/control.

@@ -2,7 +2,6 @@ package desktop
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -46,34 +45,9 @@ type Event struct {
 	Summary string `json:"summary,omitempty"`
 }
 
-// subscriberBuffer bounds how far a subscriber may fall behind; a slower one
-// loses its subscription (its channel closes) rather than slowing the
-// Manager.
-const subscriberBuffer = 256
-
-type broker struct {
-	mu   sync.Mutex
-	subs map[chan Event]struct{}
-}
-
-func newBroker() *broker { return &broker{subs: map[chan Event]struct{}{}} }
-
-func (b *broker) publish(e Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range b.subs {
-		select {
-		case ch <- e:
-		default:
-			delete(b.subs, ch)
-			close(ch)
-		}
-	}
-}
-
 // Follow calls handle with every event until ctx ends, in order, from one
 // goroutine. A handler that falls behind loses its subscription (see
-// subscriberBuffer): Follow subscribes again, and the events in between
+// fanout.Buffer): Follow subscribes again, and the events in between
 // are lost.
 func (m *Manager) Follow(ctx context.Context, handle func(Event)) {
 	for ctx.Err() == nil {
@@ -101,22 +75,11 @@ func (m *Manager) Announce(id string, t EventType, summary string) {
 	if err != nil {
 		return
 	}
-	m.events.publish(Event{Type: t, Desktop: d, Time: m.now().UTC(), Summary: summary})
+	m.events.Publish(Event{Type: t, Desktop: d, Time: m.now().UTC(), Summary: summary})
 }
 
 // Subscribe returns a channel of events and a function that ends the
 // subscription. The channel closes if the subscriber falls too far behind.
 func (m *Manager) Subscribe() (<-chan Event, func()) {
-	ch := make(chan Event, subscriberBuffer)
-	m.events.mu.Lock()
-	m.events.subs[ch] = struct{}{}
-	m.events.mu.Unlock()
-	return ch, func() {
-		m.events.mu.Lock()
-		if _, ok := m.events.subs[ch]; ok {
-			delete(m.events.subs, ch)
-			close(ch)
-		}
-		m.events.mu.Unlock()
-	}
+	return m.events.Subscribe()
 }

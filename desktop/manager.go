@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warmdesk/warmdesk/internal/fanout"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/volume"
 )
@@ -87,7 +88,7 @@ type Manager struct {
 	log     *slog.Logger
 	limits  Limits
 	obs     Observer
-	events  *broker
+	events  *fanout.Broker[Event]
 	// freeSpace is Config.FreeSpace.
 	freeSpace func() (uint64, error)
 	now       func() time.Time
@@ -167,7 +168,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	return &Manager{
 		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer, freeSpace: c.FreeSpace,
 		vols: c.Volumes, claims: map[string][]volume.Holder{},
-		events: newBroker(), now: time.Now, base: context.WithoutCancel(ctx),
+		events: &fanout.Broker[Event]{}, now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
 	}
@@ -775,7 +776,7 @@ func (m *Manager) watch(e *entry, mach Machine) {
 }
 
 func (m *Manager) publish(t EventType, d Desktop) {
-	m.events.publish(Event{Type: t, Desktop: d, Time: m.now().UTC()})
+	m.events.Publish(Event{Type: t, Desktop: d, Time: m.now().UTC()})
 }
 
 func (m *Manager) lookup(id string) (*entry, error) {

@@ -34,6 +34,14 @@ type PullStats struct {
 	Resumed  int // range requests that continued a file cut short
 }
 
+// PullProgress is how far a pull has come: Done of Total bytes, over all
+// the snapshot's files (File is the one arriving).
+type PullProgress struct {
+	Snapshot    string
+	File        string
+	Done, Total int64
+}
+
 // pullAttempts bounds the requests for one file: a transfer cut short is
 // continued from where it stopped (a range request) this many times.
 const pullAttempts = 4
@@ -45,8 +53,9 @@ type Puller struct {
 	// Accept checks a manifest before any file moves (the machine shape
 	// this host restores into); nil accepts all.
 	Accept func(*desktop.Manifest) error
-	// Progress hears each file's bytes as they arrive; nil for none.
-	Progress func(file string, done, total int64)
+	// Progress hears how far the pull has come: once before the first
+	// byte, then as each file's bytes arrive; nil for none.
+	Progress func(PullProgress)
 	// EnsureParent makes sure the snapshot a layered one is layered on is
 	// here first (pulling it too); nil: layered snapshots are refused.
 	EnsureParent func(ctx context.Context, name string) error
@@ -94,12 +103,24 @@ func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Cat
 		return desktop.Snapshot{}, stats, err
 	}
 	defer draft.Abort()
-	for _, role := range []string{desktop.FileState, desktop.FileDisk, desktop.FileMemory} {
+	roles := []string{desktop.FileState, desktop.FileDisk, desktop.FileMemory}
+	var total int64
+	for _, role := range roles {
 		want, ok := m.Files[role]
 		if !ok {
 			return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s's manifest lists no %s", desktop.ErrInvalid, name, role)
 		}
-		n, resumed, err := p.pullFile(ctx, SnapshotFileURL(address, name, role), draft.Path(role), role, want)
+		total += want.Size
+	}
+	for _, role := range roles {
+		before := stats.Bytes
+		tell := func(done int64) {
+			if p.Progress != nil {
+				p.Progress(PullProgress{Snapshot: name, File: role, Done: before + done, Total: total})
+			}
+		}
+		tell(0)
+		n, resumed, err := p.pullFile(ctx, SnapshotFileURL(address, name, role), draft.Path(role), role, m.Files[role], tell)
 		stats.Bytes += n
 		stats.Resumed += resumed
 		if err != nil {
@@ -117,7 +138,7 @@ func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Cat
 // pullFile fetches one file into path, hashing it as it is written, and
 // checks it against want; a transfer cut short is continued with a range
 // request.
-func (p Puller) pullFile(ctx context.Context, u, path, role string, want desktop.FileSum) (int64, int, error) {
+func (p Puller) pullFile(ctx context.Context, u, path, role string, want desktop.FileSum, tell func(done int64)) (int64, int, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return 0, 0, err
@@ -132,7 +153,7 @@ func (p Puller) pullFile(ctx context.Context, u, path, role string, want desktop
 			resumed++
 		}
 		var n int64
-		n, last = p.fetchFrom(ctx, u, got, f, h, role, want.Size)
+		n, last = p.fetchFrom(ctx, u, got, f, h, role, want.Size, tell)
 		got += n
 		if ctx.Err() != nil {
 			return got, resumed, ctx.Err()
@@ -155,7 +176,7 @@ func (p Puller) pullFile(ctx context.Context, u, path, role string, want desktop
 
 // fetchFrom copies the file from offset on into w and h. A body that ends
 // before the file does is io.ErrUnexpectedEOF, to be continued.
-func (p Puller) fetchFrom(ctx context.Context, u string, offset int64, w io.Writer, h hash.Hash, role string, size int64) (int64, error) {
+func (p Puller) fetchFrom(ctx context.Context, u string, offset int64, w io.Writer, h hash.Hash, role string, size int64, tell func(done int64)) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err
@@ -177,10 +198,7 @@ func (p Puller) fetchFrom(ctx context.Context, u string, offset int64, w io.Writ
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return 0, fmt.Errorf("%s: %s: %s", role, resp.Status, b)
 	}
-	var sink io.Writer = io.MultiWriter(w, h)
-	if p.Progress != nil {
-		sink = &progressWriter{w: sink, tell: func(done int64) { p.Progress(role, offset+done, size) }}
-	}
+	sink := &progressWriter{w: io.MultiWriter(w, h), tell: func(done int64) { tell(offset + done) }}
 	n, err := io.Copy(sink, io.LimitReader(resp.Body, size-offset))
 	if err == nil && offset+n < size {
 		err = io.ErrUnexpectedEOF

@@ -97,16 +97,16 @@ func newLayeredSnapshot(t *testing.T, name, parent, backing string) (*servedSnap
 }
 
 func pullInto(t *testing.T, srv *httptest.Server, name string) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
-	return pullWith(t, srv, name, nil)
+	return pullWith(t, srv, name, nil, nil)
 }
 
-func pullWith(t *testing.T, srv *httptest.Server, name string, parent func(context.Context, string) error) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
+func pullWith(t *testing.T, srv *httptest.Server, name string, parent func(context.Context, string) error, progress func(PullProgress)) (*desktop.Catalog, desktop.Snapshot, PullStats, error) {
 	t.Helper()
 	cat, err := desktop.NewCatalog(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Puller{HTTP: srv.Client(), Token: "fleet-token", EnsureParent: parent}
+	p := Puller{HTTP: srv.Client(), Token: "fleet-token", EnsureParent: parent, Progress: progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, stats, err := p.Pull(ctx, strings.TrimPrefix(srv.URL, "http://"), name, cat)
@@ -116,10 +116,12 @@ func pullWith(t *testing.T, srv *httptest.Server, name string, parent func(conte
 // A pulled snapshot is the served one, file for file, and verifies.
 func TestPullCopiesAndChecksASnapshot(t *testing.T) {
 	src, srv := newServedSnapshot(t, "golden")
-	cat, s, stats, err := pullInto(t, srv, "golden")
+	var told []PullProgress
+	cat, s, stats, err := pullWith(t, srv, "golden", nil, func(p PullProgress) { told = append(told, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkProgress(t, told, stats.Bytes)
 	if err := cat.Verify(s); err != nil {
 		t.Fatalf("the pulled snapshot does not verify: %v", err)
 	}
@@ -133,14 +135,36 @@ func TestPullCopiesAndChecksASnapshot(t *testing.T) {
 	}
 }
 
+// checkProgress checks that a pull told its progress from nothing to all
+// of total, never going back, even across a cut transfer.
+func checkProgress(t *testing.T, told []PullProgress, total int64) {
+	t.Helper()
+	if len(told) < 2 {
+		t.Fatalf("the pull told its progress %d times", len(told))
+	}
+	if first := told[0]; first.Done != 0 || first.Total != total || first.Snapshot != "golden" {
+		t.Errorf("first progress %+v: want 0 of %d bytes of golden", first, total)
+	}
+	for i := 1; i < len(told); i++ {
+		if told[i].Done < told[i-1].Done || told[i].Total != total {
+			t.Fatalf("progress went from %+v to %+v", told[i-1], told[i])
+		}
+	}
+	if last := told[len(told)-1]; last.Done != total {
+		t.Errorf("last progress %+v: want all %d bytes", last, total)
+	}
+}
+
 // A transfer cut short continues where it stopped, with a range request.
 func TestPullResumesACutTransfer(t *testing.T) {
 	src, srv := newServedSnapshot(t, "golden")
 	src.cut.Store(true)
-	cat, s, stats, err := pullInto(t, srv, "golden")
+	var told []PullProgress
+	cat, s, stats, err := pullWith(t, srv, "golden", nil, func(p PullProgress) { told = append(told, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkProgress(t, told, stats.Bytes)
 	if stats.Resumed == 0 {
 		t.Errorf("no range request continued the cut transfer: %+v", stats)
 	}
@@ -183,7 +207,7 @@ func TestPullOfALayeredSnapshot(t *testing.T) {
 	if _, _, _, err := pullInto(t, srv, "tmpl"); !errors.Is(err, desktop.ErrInvalid) {
 		t.Fatalf("a layered pull without parents: %v, want refused", err)
 	}
-	cat, s, _, err := pullWith(t, srv, "tmpl", parent)
+	cat, s, _, err := pullWith(t, srv, "tmpl", parent, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +219,7 @@ func TestPullOfALayeredSnapshot(t *testing.T) {
 	}
 
 	_, srv = newLayeredSnapshot(t, "tmpl", "golden", filepath.Join(t.TempDir(), "elsewhere", "disk.qcow2"))
-	cat, _, _, err = pullWith(t, srv, "tmpl", parent)
+	cat, _, _, err = pullWith(t, srv, "tmpl", parent, nil)
 	if !errors.Is(err, desktop.ErrMismatch) || !strings.Contains(err.Error(), "same paths") {
 		t.Fatalf("a layered pull whose layer is not here: %v, want a mismatch saying why", err)
 	}

@@ -13,8 +13,10 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// eventStream sends desktop events as server-sent events, for the
-// dashboard; ?desktop=ID narrows them to one desktop.
+// eventStream sends events as server-sent events, for the dashboard;
+// ?desktop=ID narrows them to one desktop. In a fleet, a stream not narrowed
+// to a desktop is the fleet's: this host's desktops and pulls, then the
+// other hosts' streams, passed on as they come.
 func (s *Server) eventStream(c *gin.Context) {
 	only := c.Query("desktop")
 	if g, ok := grantOf(c); ok {
@@ -25,6 +27,16 @@ func (s *Server) eventStream(c *gin.Context) {
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
 	defer s.endOnRevoke(c, cancel)()
+	var pulls <-chan api.Event // nil: none, on a single host or for one desktop
+	var peers <-chan []byte
+	if only == "" && s.cfg.PullEvents != nil {
+		ch, stopPulls := s.cfg.PullEvents()
+		defer stopPulls()
+		pulls = ch
+	}
+	if only == "" && s.cfg.Peers != nil && c.Request.Header.Get(proxiedBy) == "" {
+		peers = s.followPeers(ctx, c.Request.Header.Get("Authorization"))
+	}
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -32,6 +44,11 @@ func (s *Server) eventStream(c *gin.Context) {
 	c.Status(http.StatusOK)
 	fmt.Fprint(c.Writer, ": warmdesk events\n\n")
 	c.Writer.Flush()
+	send := func(ev api.Event) {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", ev.Type, b)
+		c.Writer.Flush()
+	}
 	keepalive := time.NewTicker(25 * time.Second)
 	defer keepalive.Stop()
 	for {
@@ -43,8 +60,15 @@ func (s *Server) eventStream(c *gin.Context) {
 			if only != "" && ev.Desktop.ID != only {
 				continue
 			}
-			b, _ := json.Marshal(api.Event{Type: string(ev.Type), Desktop: s.view(ev.Desktop), Time: ev.Time, Summary: ev.Summary})
-			fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", ev.Type, b)
+			view := s.view(ev.Desktop)
+			send(api.Event{Type: string(ev.Type), Desktop: &view, Host: s.cfg.HostName, Time: ev.Time, Summary: ev.Summary})
+		case ev, ok := <-pulls:
+			if !ok {
+				return
+			}
+			send(ev)
+		case block := <-peers:
+			c.Writer.Write(block)
 			c.Writer.Flush()
 		case <-keepalive.C:
 			fmt.Fprint(c.Writer, ": keepalive\n\n")

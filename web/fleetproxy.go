@@ -35,6 +35,13 @@ type Locator func(ctx context.Context, id string) (address string, ok bool, err 
 // this host's desktops, and for desktops no host has, go on here.
 func (s *Server) toOwner(c *gin.Context) {
 	id := c.Param("id")
+	if s.cfg.Locate != nil && c.FullPath() == "/v1/events" && c.Request.Header.Get(proxiedBy) == "" {
+		// Events narrowed to one desktop come from its host.
+		if id := eventsDesktop(c.Request); id != "" {
+			s.passToOwnerOf(c, id)
+			return
+		}
+	}
 	if s.cfg.Locate == nil || id == "" || !strings.HasPrefix(c.FullPath(), "/v1/desktops/:id") || c.Request.Header.Get(proxiedBy) != "" {
 		c.Next()
 		return
@@ -74,12 +81,38 @@ func (s *Server) passToOwnerOf(c *gin.Context, id string) {
 // for a desktop another host runs to that host, which minted the token and
 // checks it: a per-desktop token names its desktop in the clear.
 func (s *Server) cdpToOwner(c *gin.Context) {
-	parts := strings.Split(c.Param("token"), ".")
-	if s.cfg.Locate == nil || len(parts) != 5 || c.Request.Header.Get(proxiedBy) != "" {
+	id, ok := tokenDesktop(c.Param("token"))
+	if s.cfg.Locate == nil || !ok || c.Request.Header.Get(proxiedBy) != "" {
 		c.Next()
 		return
 	}
-	s.passToOwnerOf(c, parts[1])
+	s.passToOwnerOf(c, id)
+}
+
+// tokenDesktop is the desktop a per-desktop token names in the clear
+// (unchecked: the host that runs it checks the token).
+func tokenDesktop(tok string) (string, bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 5 || parts[0] != "wdt1" || parts[1] == "" {
+		return "", false
+	}
+	return parts[1], true
+}
+
+// eventsDesktop is the desktop a GET /v1/events is narrowed to: by
+// ?desktop=, or by the desktop's own token; empty for none, and for a
+// request with no token, refused here before it costs a read of the
+// fleet's records.
+func eventsDesktop(r *http.Request) string {
+	tok, ok := bearer(r)
+	if !ok {
+		return ""
+	}
+	if id := r.URL.Query().Get("desktop"); id != "" {
+		return id
+	}
+	id, _ := tokenDesktop(tok)
+	return id
 }
 
 // passTo serves c by passing it to the fleet host at addr, headers, body

@@ -2,14 +2,19 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
+	"github.com/warmdesk/warmdesk/internal/fanout"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -106,5 +111,107 @@ func TestRequestsReachTheHostThatRunsTheDesktop(t *testing.T) {
 	}
 	if code := get("/v1/cdp/wdt1.d-elsewhere.shell.4102444800.sig/json/version"); code != http.StatusOK || len(o.requests()) != 2 {
 		t.Fatalf("a DevTools token URL for another host's desktop: %d, the owner saw %d requests", code, len(o.requests()))
+	}
+	// Events narrowed to another host's desktop come from that host, by
+	// ?desktop= or by the desktop's own token.
+	if code := get("/v1/events?desktop=d-elsewhere", auth...); code != http.StatusOK || len(o.requests()) != 3 {
+		t.Fatalf("events of another host's desktop: %d, the owner saw %d requests", code, len(o.requests()))
+	}
+	if code := get("/v1/events", "Authorization", "Bearer wdt1.d-elsewhere.view.4102444800.sig"); code != http.StatusOK || len(o.requests()) != 4 {
+		t.Fatalf("events by another host's desktop's token: %d, the owner saw %d requests", code, len(o.requests()))
+	}
+	if code := get("/v1/events?desktop=d-elsewhere"); code != http.StatusUnauthorized || len(o.requests()) != 4 {
+		t.Errorf("events with no token: %d, want 401 here (the owner saw %d requests)", code, len(o.requests()))
+	}
+}
+
+// flushSignal closes flushed at its first Flush: a host's event stream
+// flushes once it has subscribed.
+type flushSignal struct {
+	http.ResponseWriter
+	once    *sync.Once
+	flushed chan struct{}
+}
+
+func (f flushSignal) Flush() {
+	f.ResponseWriter.(http.Flusher).Flush()
+	f.once.Do(func() { close(f.flushed) })
+}
+
+// A fleet's event stream, asked of one host, carries the other hosts'
+// desktop events (marked with their host) and this host's snapshot pulls;
+// a host asks the others for their own events only.
+func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
+	other := drivetest.NewDesktop(t)
+	followed := make(chan struct{})
+	var once sync.Once
+	otherAPI := web.New(web.Config{Manager: other.Manager, Token: actToken, HostName: "b",
+		// b has peers too: a stream passed on to it must not follow them.
+		Peers: func(context.Context) ([]string, error) {
+			t.Error("b was asked for its peers by a stream passed on to it")
+			return nil, nil
+		}}).Handler()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" && r.Header.Get("X-Warmdesk-Proxied-By") == "a" {
+			w = flushSignal{ResponseWriter: w, once: &once, flushed: followed}
+		}
+		otherAPI.ServeHTTP(w, r)
+	}))
+	t.Cleanup(b.Close)
+
+	here := drivetest.NewDesktop(t)
+	var pulls fanout.Broker[api.Event]
+	a := httptest.NewServer(web.New(web.Config{Manager: here.Manager, Token: actToken, HostName: "a",
+		Peers:      func(context.Context) ([]string, error) { return []string{strings.TrimPrefix(b.URL, "http://")}, nil },
+		PullEvents: pulls.Subscribe,
+	}).Handler())
+	t.Cleanup(a.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+actToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	select {
+	case <-followed:
+	case <-ctx.Done():
+		t.Fatal("a never followed b's events")
+	}
+	if _, err := other.Manager.SetControl(other.ID, desktop.ControlPerson, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// a subscribed to its pulls before it answered.
+	pulls.Publish(api.Event{Type: api.EventPulling, Host: "a", Pull: &api.SnapshotPull{Snapshot: "snap", From: "b", Bytes: 1, Total: 2}})
+	events := make(chan api.Event)
+	go web.SplitEventsForTest(resp.Body, func(block []byte) {
+		_, data, _ := strings.Cut(string(block), "data: ")
+		var ev api.Event
+		if json.Unmarshal([]byte(strings.TrimSpace(data)), &ev) == nil {
+			events <- ev
+		}
+	})
+	sawB, sawPull := false, false
+	for !sawB || !sawPull {
+		select {
+		case ev := <-events:
+			switch {
+			case ev.Type == string(desktop.EventControl) && ev.Desktop != nil && ev.Desktop.ID == other.ID:
+				if ev.Host != "b" {
+					t.Errorf("b's event says host %q", ev.Host)
+				}
+				sawB = true
+			case ev.Type == api.EventPulling:
+				if ev.Pull == nil || ev.Pull.Snapshot != "snap" || ev.Desktop != nil {
+					t.Errorf("a pull event: %+v", ev)
+				}
+				sawPull = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("a's stream: b's event seen %v, the pull seen %v", sawB, sawPull)
+		}
 	}
 }

@@ -64,6 +64,12 @@ type Config struct {
 	// Others lists the desktops the fleet's other hosts run, for the
 	// fleet-wide list; nil on a single host.
 	Others func(ctx context.Context) ([]RemoteDesktop, error)
+	// Peers lists the API addresses of the fleet's other live hosts, whose
+	// events GET /v1/events passes on; nil on a single host.
+	Peers func(ctx context.Context) ([]string, error)
+	// PullEvents subscribes to this host's snapshot pulls' events; nil on
+	// a single host.
+	PullEvents func() (<-chan api.Event, func())
 	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
 	// open at once; 0 takes the package's defaults.
 	MaxViewersPerDesktop, MaxViewersPerToken int

@@ -133,6 +133,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Place:          a.fleetPlace(),
 		Drain:          a.fleetDrain(),
 		Others:         a.fleetOthers(),
+		Peers:          a.fleetPeers(),
+		PullEvents:     a.fleetPullEvents(),
 		EnsureSnapshot: a.fleetEnsure(),
 		HostName:       a.fleetHostName(),
 		RotateToken:    a.tokenRotation(),
@@ -233,6 +235,22 @@ func (a *App) fleetOthers() func(context.Context) ([]web.RemoteDesktop, error) {
 		return nil
 	}
 	return a.fleet.others
+}
+
+// fleetPeers lists the other hosts' API addresses; nil on a single host.
+func (a *App) fleetPeers() func(context.Context) ([]string, error) {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.peers
+}
+
+// fleetPullEvents subscribes to this host's pulls; nil on a single host.
+func (a *App) fleetPullEvents() func() (<-chan api.Event, func()) {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.pullEvents
 }
 
 // fleetDrain drains fleet hosts; nil on a single host.

@@ -20,6 +20,7 @@ import (
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/internal/fanout"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -43,7 +44,33 @@ type fleetHost struct {
 	token string
 	// pullMu lets one pull run at a time.
 	pullMu sync.Mutex
+	// pulls hears how this host's pulls go, for GET /v1/events.
+	pulls fanout.Broker[api.Event]
 }
+
+// pullEventEvery spaces a pull's progress events: a pull of a GiB would
+// otherwise tell every 32 KiB.
+const pullEventEvery = 250 * time.Millisecond
+
+// tellPull publishes an event of a pull.
+func (f *fleetHost) tellPull(typ string, p api.SnapshotPull, summary string) {
+	f.pulls.Publish(api.Event{Type: typ, Pull: &p, Host: f.cfg.Host, Time: time.Now().UTC(), Summary: summary})
+}
+
+// pullProgress returns the Progress of a pull from host from: an event
+// at its start, then at most one per pullEventEvery, and at its end.
+func (f *fleetHost) pullProgress(from string) func(fleet.PullProgress) {
+	var last time.Time
+	return func(p fleet.PullProgress) {
+		if now := time.Now(); p.Done == 0 || p.Done == p.Total || now.Sub(last) >= pullEventEvery {
+			last = now
+			f.tellPull(api.EventPulling, api.SnapshotPull{Snapshot: p.Snapshot, From: from, File: p.File, Bytes: p.Done, Total: p.Total}, "")
+		}
+	}
+}
+
+// pullEvents subscribes to this host's pull events.
+func (f *fleetHost) pullEvents() (<-chan api.Event, func()) { return f.pulls.Subscribe() }
 
 // memberWait bounds how long a starting host waits for a majority of its
 // peers: the first hosts of a fleet wait for the others.
@@ -269,6 +296,21 @@ func (f *fleetHost) others(ctx context.Context) ([]web.RemoteDesktop, error) {
 	return out, nil
 }
 
+// peers lists the API addresses of the fleet's other live hosts.
+func (f *fleetHost) peers(ctx context.Context) ([]string, error) {
+	hosts, err := fleet.Hosts(ctx, f.client, f.prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hosts {
+		if h.Name != f.cfg.Host {
+			out = append(out, h.Address)
+		}
+	}
+	return out, nil
+}
+
 // ensureSnapshot makes sure this host holds snapshot name before a create:
 // when it does not, it pulls the files from a host that holds it, and the
 // snapshots it is layered on first (one pull at a time per host; later
@@ -325,12 +367,16 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 		EnsureParent: func(ctx context.Context, parent string) error {
 			return f.pull(ctx, cat, shape, hasImage, parent, depth+1)
 		},
+		Progress: f.pullProgress(from.Name),
 	}
 	f.log.Info("pulling a snapshot from another host of the fleet", "snapshot", name, "from", from.Name)
 	s, stats, err := p.Pull(ctx, from.Address, name, cat)
 	if err != nil {
+		f.tellPull(api.EventPullFailed, api.SnapshotPull{Snapshot: name, From: from.Name, Bytes: stats.Bytes}, err.Error())
 		return err
 	}
+	f.tellPull(api.EventPulled, api.SnapshotPull{Snapshot: name, From: from.Name, Bytes: stats.Bytes, Total: stats.Bytes},
+		fmt.Sprintf("%d MiB in %s", stats.Bytes>>20, stats.Duration.Round(time.Millisecond)))
 	f.log.Info("pulled a snapshot", "snapshot", s.Name, "from", from.Name, "bytes", stats.Bytes, "took", stats.Duration, "resumed", stats.Resumed,
 		"mib_per_s", float64(stats.Bytes)/(1<<20)/stats.Duration.Seconds())
 	return nil

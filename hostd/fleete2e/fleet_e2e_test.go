@@ -5,8 +5,10 @@
 package fleete2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -57,6 +59,9 @@ type host struct {
 	exited chan struct{}
 	log    string
 	c      *client.Client
+	// base and token are the API's URL and the daemon token, for what
+	// the client does not do (the event stream).
+	base, token string
 }
 
 // start runs hostd; ready waits until it answers.
@@ -102,7 +107,89 @@ func (h *host) ready() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.c = client.New("http://"+strings.TrimSpace(string(addr)), strings.TrimSpace(string(token)))
+	h.base, h.token = "http://"+strings.TrimSpace(string(addr)), strings.TrimSpace(string(token))
+	h.c = client.New(h.base, h.token)
+}
+
+// fleetEvents opens h's event stream, the fleet's, and returns its lines
+// once h follows the other n hosts' streams.
+func fleetEvents(ctx context.Context, t *testing.T, h *host, n int) <-chan string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("events of %s: %s", h.name, resp.Status)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer resp.Body.Close()
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for following := 0; following < n; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s's event stream ended", h.name)
+			}
+			if strings.HasPrefix(line, ": following ") {
+				following++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s's event stream followed %d of the other %d hosts", h.name, following, n)
+		}
+	}
+	return lines
+}
+
+// awaitPulled reads an event stream until a pull of snapshot ends on host,
+// and returns its progress events' percentages.
+func awaitPulled(ctx context.Context, t *testing.T, lines <-chan string, host, snapshot string) []int64 {
+	t.Helper()
+	var percents []int64
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the event stream ended before the pull")
+			}
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var ev api.Event
+			if json.Unmarshal([]byte(data), &ev) != nil || ev.Pull == nil || ev.Host != host || ev.Pull.Snapshot != snapshot {
+				continue
+			}
+			switch ev.Type {
+			case api.EventPulling:
+				if ev.Pull.Total > 0 {
+					percents = append(percents, 100*ev.Pull.Bytes/ev.Pull.Total)
+				}
+			case api.EventPulled:
+				return percents
+			case api.EventPullFailed:
+				t.Fatalf("the pull on %s failed: %s", host, ev.Summary)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no end of a pull of %s on %s in the fleet's events (progress seen: %v)", snapshot, host, percents)
+		}
+	}
 }
 
 func (h *host) fail(format string, args ...any) {
@@ -326,6 +413,9 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	// h2 is full: a create made to h3 goes to a host that lacks the
 	// snapshot, which pulls it from h2 (checked file by file) and then
 	// runs the desktop; it is driven through h2.
+	// h2's event stream is the fleet's: it tells the pull's progress
+	// on whichever host pulls.
+	events := fleetEvents(ctx, t, hosts[1], 2)
 	pullStart := time.Now()
 	d2, err := hosts[2].c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name})
 	if err != nil {
@@ -335,6 +425,11 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	if d2.Host == "h2" || d2.Host == "" {
 		t.Fatalf("the second desktop was placed on %q, want a host other than the full h2", d2.Host)
 	}
+	percents := awaitPulled(ctx, t, events, d2.Host, baked.Snapshot.Name)
+	if len(percents) < 2 || percents[0] != 0 || percents[len(percents)-1] != 100 {
+		t.Errorf("the pull's progress on %s, as h2's events told it: %v%%; want from 0 to 100", d2.Host, percents)
+	}
+	t.Logf("the pull's progress in h2's events: %v%%", percents)
 	puller := hosts[0]
 	if d2.Host == "h3" {
 		puller = hosts[2]

@@ -45,7 +45,10 @@ func stdlib(path string) bool {
 }
 
 var rules = []rule{
-	{[]string{"desktop"}, func(p string) bool { return !stdlib(p) && p != module+"/netpolicy" && p != module+"/volume" }, "the domain imports only the standard library, the policy it records and the volumes it mounts", true},
+	{[]string{"desktop"}, func(p string) bool {
+		return !stdlib(p) && p != module+"/netpolicy" && p != module+"/volume" && p != module+"/internal/fanout"
+	}, "the domain imports only the standard library, the policy it records, the volumes it mounts and the fan-out of its events", true},
+	{[]string{"internal/fanout"}, func(p string) bool { return !stdlib(p) }, "the fan-out of events is generic: standard library only", true},
 	{[]string{"netpolicy"}, func(p string) bool { return !stdlib(p) }, "the egress policy is pure: standard library only", true},
 	{[]string{"volume"}, func(p string) bool { return !stdlib(p) }, "volumes know nothing of desktops or drivers: standard library only", true},
 	{[]string{"devtools"}, func(p string) bool { return !stdlib(p) }, "the DevTools bridge and discovery rewriting know nothing of desktops: standard library only", true},
@@ -53,10 +56,10 @@ var rules = []rule{
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false},
 	{[]string{"desktop/qemuvm"}, func(p string) bool {
-		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && p != module+"/desktop/confine" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
+		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && p != module+"/internal/fanout" && p != module+"/desktop/confine" && !under(p, "desktop/qemuvm") && !strings.HasPrefix(p, "golang.org/x/sys/")
 	}, "the shared QEMU facts belong to no driver: they import only desktop (and its confine), the standard library and x/sys", false},
 	{[]string{"desktop/desktoptest"}, func(p string) bool {
-		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume"
+		return !stdlib(p) && p != module+"/desktop" && p != module+"/netpolicy" && p != module+"/volume" && p != module+"/internal/fanout"
 	}, "the fake driver and the conformance suite rest on the domain alone", false},
 	{[]string{"web", "drive", "input", "screenshot", "vnc", "api", "client", "egress", "recording"}, func(p string) bool { return under(p, drivers...) }, "only hostd wires concrete drivers", false},
 	{[]string{"vnc", "input", "screenshot", "drive", "egress", "recording"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false},

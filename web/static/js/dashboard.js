@@ -59,6 +59,7 @@ function run() {
   stream = streamEvents('/v1/events', token, {
     onOpen: () => { status('live'); reload(); },
     onEvent: ({ data }) => {
+      if (data && data.pull) { showPull(data); return; }
       if (!data || !data.desktop) return;
       if (data.type === 'desktop.deleted') removeCard(data.desktop.id);
       else upsert(data.desktop);
@@ -71,6 +72,16 @@ function run() {
 }
 
 function status(s) { document.getElementById('events-status').textContent = s; }
+
+// showPull tells how a fleet host's pull of a snapshot goes: the first
+// create of a snapshot on a host that lacks it waits for it.
+function showPull({ type, pull, host, summary }) {
+  const where = host ? ` on ${host}` : '';
+  let line = `pulling ${pull.snapshot}${where} from ${pull.from}: ${pull.total ? Math.floor(100 * pull.bytes / pull.total) : 0}%`;
+  if (type === 'snapshot.pulled') line = `pulled ${pull.snapshot}${where} (${summary})`;
+  if (type === 'snapshot.pull_failed') line = `pulling ${pull.snapshot}${where} failed: ${summary}`;
+  document.getElementById('pulls').textContent = line;
+}
 
 async function reload() {
   try {
