@@ -335,8 +335,10 @@ type Fleet struct {
 
 // FleetHost is one host of a fleet, as it says of itself.
 type FleetHost struct {
-	Name          string   `json:"name"`
-	Address       string   `json:"address"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	// Generation counts the host's starts in the fleet.
+	Generation    uint64   `json:"generation,omitempty"`
 	MemoryMiB     int      `json:"memory_mib"`
 	MaxDesktops   int      `json:"max_desktops"`
 	UsedMemoryMiB int      `json:"used_memory_mib"`

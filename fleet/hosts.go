@@ -18,6 +18,8 @@ import (
 type Host struct {
 	Name    string `json:"name"`
 	Address string `json:"address"` // hostd's API, host:port
+	// Generation counts this host's starts (StartGeneration).
+	Generation uint64 `json:"generation,omitempty"`
 	// Capacity and load.
 	MemoryMiB     int `json:"memory_mib"` // --max-memory-mib
 	MaxDesktops   int `json:"max_desktops"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,9 @@ type Records struct {
 	c      *clientv3.Client
 	host   string
 	prefix string
+	// generation is this start's (StartGeneration), which each desktop
+	// record written carries.
+	generation atomic.Uint64
 }
 
 var (
@@ -53,8 +57,9 @@ var ErrNotOwned = errors.New("the desktop's record belongs to another host")
 
 // desktopRecord is the value under a desktop's key.
 type desktopRecord struct {
-	Host    string          `json:"host"`
-	Desktop desktop.Desktop `json:"desktop"`
+	Host       string          `json:"host"`
+	Generation uint64          `json:"generation,omitempty"`
+	Desktop    desktop.Desktop `json:"desktop"`
 }
 
 func decodeDesktopRecord(b []byte) (desktopRecord, error) {
@@ -156,7 +161,7 @@ func (r *Records) LoadDesktops() ([]desktop.Desktop, error) {
 // holds is not overwritten (ErrNotOwned): the write is a transaction on
 // the key's revision, so a change made meanwhile is seen.
 func (r *Records) PutDesktop(d desktop.Desktop) error {
-	v, err := json.Marshal(desktopRecord{Host: r.host, Desktop: d})
+	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: r.generation.Load(), Desktop: d})
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -62,5 +64,74 @@ func TestRecordsOfTwoHosts(t *testing.T) {
 	ds, err := a.LoadDesktops()
 	if err != nil || len(ds) != 1 || ds[0].State != desktop.StateRunning {
 		t.Fatalf("a's record after b's tries: %+v, %v", ds, err)
+	}
+}
+
+// A host that starts again takes a new generation: until it has
+// reconciled its records (written each again, or stamped them), the fleet
+// shows them host_lost and passes nothing to them, though its old lease
+// may still list it.
+func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	prefix := freshPrefix()
+	c := tc.client(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := NewRecords(c, "a", prefix)
+	if gen, err := before.StartGeneration(ctx); err != nil || gen != 1 {
+		t.Fatalf("the first generation: %d, %v; want 1", gen, err)
+	}
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"d-1", "d-2"} {
+		if err := before.PutDesktop(desktop.Desktop{ID: id, State: desktop.StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := func() map[string]bool {
+		t.Helper()
+		ds, err := Desktops(ctx, c, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, d := range ds {
+			out[d.Desktop.ID] = d.Lost
+		}
+		return out
+	}
+	if l := lost(); l["d-1"] || l["d-2"] {
+		t.Fatalf("lost before any restart: %v", l)
+	}
+
+	after := NewRecords(c, "a", prefix)
+	if gen, err := after.StartGeneration(ctx); err != nil || gen != 2 {
+		t.Fatalf("the generation after a restart: %d, %v; want 2", gen, err)
+	}
+	if l := lost(); !l["d-1"] || !l["d-2"] {
+		t.Fatalf("after the restart, before recovery: lost %v; want both", l)
+	}
+	if _, _, _, err := Locate(ctx, c, prefix, "d-1"); !errors.Is(err, desktop.ErrUnavailable) {
+		t.Fatalf("a request for an unreconciled desktop was located: %v", err)
+	}
+	// Recovery finds d-2's machine gone, and says so.
+	if err := after.PutDesktop(desktop.Desktop{ID: "d-2", State: desktop.StateFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if l := lost(); !l["d-1"] || l["d-2"] {
+		t.Fatalf("after d-2's record was written again: lost %v; want d-1 alone", l)
+	}
+	if n, err := after.Reconcile(ctx); err != nil || n != 1 {
+		t.Fatalf("reconcile stamped %d records, %v; want d-1's", n, err)
+	}
+	if l := lost(); l["d-1"] || l["d-2"] {
+		t.Fatalf("after reconciling: lost %v; want none", l)
+	}
+	if _, addr, ok, err := Locate(ctx, c, prefix, "d-1"); err != nil || !ok || addr != "127.0.0.21:8787" {
+		t.Fatalf("d-1 after reconciling: %s, %v, %v", addr, ok, err)
+	}
+	if n, err := after.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("a second reconcile stamped %d records, %v; want none", n, err)
 	}
 }

@@ -55,14 +55,21 @@ func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, a
 	if err != nil {
 		return "", "", false, err
 	}
-	hosts, err := c.Get(ctx, hostKey(prefix, rec.Host))
+	hosts, err := c.Txn(ctx).Then(
+		clientv3.OpGet(hostKey(prefix, rec.Host)),
+		clientv3.OpGet(generationKey(prefix, rec.Host)),
+	).Commit()
 	if err != nil {
 		return "", "", false, unreachable("locate desktop "+id, err)
 	}
-	if len(hosts.Kvs) == 0 {
+	hostKV := hosts.Responses[0].GetResponseRange().Kvs
+	if len(hostKV) == 0 {
 		return rec.Host, "", false, fmt.Errorf("%w: desktop %s runs on host %s, which the fleet lost (its lease ran out); it answers again once that host is back", desktop.ErrUnavailable, id, rec.Host)
 	}
-	h, err := decodeHost(hosts.Kvs[0].Value)
+	if unreconciled(rec, generations(prefix, hosts.Responses[1].GetResponseRange().Kvs)) {
+		return rec.Host, "", false, fmt.Errorf("%w: desktop %s runs on host %s, which has started again and not yet recovered it; it answers once it has", desktop.ErrUnavailable, id, rec.Host)
+	}
+	h, err := decodeHost(hostKV[0].Value)
 	if err != nil {
 		return "", "", false, err
 	}
@@ -70,8 +77,9 @@ func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, a
 }
 
 // FleetDesktop is a desktop record of the fleet: the desktop, its host,
-// and whether that host is lost (its lease ran out: the desktop's state is
-// unknown until the host is back).
+// and whether that host is lost (its lease ran out, or it has started
+// again and not yet reconciled the record: the desktop's state is unknown
+// until the host is back and has).
 type FleetDesktop struct {
 	Host    string
 	Lost    bool
@@ -87,6 +95,7 @@ func Desktops(ctx context.Context, c *clientv3.Client, prefix string) ([]FleetDe
 	resp, err := c.Txn(ctx).Then(
 		clientv3.OpGet(prefix+"hosts/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(prefix+"desktops/", clientv3.WithPrefix()),
+		clientv3.OpGet(prefix+"generations/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, unreachable("list the fleet's desktops", err)
@@ -95,13 +104,14 @@ func Desktops(ctx context.Context, c *clientv3.Client, prefix string) ([]FleetDe
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		live[strings.TrimPrefix(string(kv.Key), prefix+"hosts/")] = true
 	}
+	gens := generations(prefix, resp.Responses[2].GetResponseRange().Kvs)
 	var out []FleetDesktop
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		rec, err := decodeDesktopRecord(kv.Value)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, FleetDesktop{Host: rec.Host, Lost: !live[rec.Host], Desktop: rec.Desktop})
+		out = append(out, FleetDesktop{Host: rec.Host, Lost: !live[rec.Host] || unreconciled(rec, gens), Desktop: rec.Desktop})
 	}
 	return out, nil
 }

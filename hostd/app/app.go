@@ -82,6 +82,10 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			a.Close()
 			return nil, err
 		}
+		if err := a.fleet.startGeneration(ctx); err != nil {
+			a.Close()
+			return nil, err
+		}
 	} else if a.Store, err = store.Open(cfg.Records()); err != nil {
 		return nil, err
 	}
@@ -118,6 +122,12 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	if err := a.Manager.Recover(ctx); err != nil {
 		a.Close()
 		return nil, err
+	}
+	if a.fleet != nil {
+		if err := a.fleet.reconcile(ctx); err != nil {
+			a.Close()
+			return nil, err
+		}
 	}
 	checkVolumes(ctx, a.Manager, log)
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})

@@ -42,6 +42,8 @@ type fleetHost struct {
 
 	// token is the fleet's daemon token, for pulls from other hosts.
 	token string
+	// generation is this start's (startGeneration).
+	generation uint64
 	// pullMu lets one pull run at a time.
 	pullMu sync.Mutex
 	// pulls hears how this host's pulls go, for GET /v1/events.
@@ -168,6 +170,31 @@ func newFleetHost(c config.Cluster, self fleet.Peer, member *fleet.Member, clien
 	return &fleetHost{Records: fleet.NewRecords(client, c.Host, prefix), prefix: prefix, cfg: c, self: self, member: member, client: client, log: log}
 }
 
+// startGeneration takes this start's generation: the fleet shows the
+// desktop records of earlier ones host_lost until reconcile.
+func (f *fleetHost) startGeneration(ctx context.Context) error {
+	gen, err := f.StartGeneration(ctx)
+	if err != nil {
+		return err
+	}
+	f.generation = gen
+	f.log.Info("this host's generation in the fleet", "host", f.cfg.Host, "generation", gen)
+	return nil
+}
+
+// reconcile, once recovery has run, stamps this host's records of earlier
+// generations with this one: the others show them as they are again.
+func (f *fleetHost) reconcile(ctx context.Context) error {
+	n, err := f.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		f.log.Info("reconciled the desktop records of this host's earlier generations", "records", n, "generation", f.generation)
+	}
+	return nil
+}
+
 // join puts this host in the fleet's membership, at the address it
 // advertises, and keeps its load there up to date while ctx lasts.
 func (f *fleetHost) join(ctx context.Context, listen string, describe func() fleet.Host) error {
@@ -177,7 +204,7 @@ func (f *fleetHost) join(ctx context.Context, listen string, describe func() fle
 	}
 	host := func() fleet.Host {
 		h := describe()
-		h.Name, h.Address = f.cfg.Host, advertise
+		h.Name, h.Address, h.Generation = f.cfg.Host, advertise, f.generation
 		return h
 	}
 	m, err := fleet.Join(ctx, f.client, f.prefix, host(), f.cfg.Lease)
@@ -401,7 +428,7 @@ func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 	}
 	for _, h := range hosts {
 		fh := api.FleetHost{
-			Name: h.Name, Address: h.Address, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
+			Name: h.Name, Address: h.Address, Generation: h.Generation, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
 			UsedMemoryMiB: h.UsedMemoryMiB, Desktops: h.Desktops,
 			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel, Draining: h.Draining,
 		}

@@ -488,6 +488,13 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	if got := hostOf(observer); got != "h2 running" {
 		t.Fatalf("after h2's restart the desktop is %q through %s, want h2 running", got, observer.name)
 	}
+	// h2 came back as a new generation, which reconciled the record.
+	_, f, _ = names(ctx, observer)
+	for _, h := range f.Hosts {
+		if h.Name == "h2" && h.Generation != 2 {
+			t.Errorf("h2 after one restart is generation %d, want 2", h.Generation)
+		}
+	}
 	throughOther(ctx, t, observer, d.ID)
 
 	// The leader's host dies: the fleet answers again within 10 s, and
