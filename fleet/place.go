@@ -18,10 +18,11 @@ import (
 // ErrNoRoom is a placement no live host can take.
 var ErrNoRoom = errors.New("no host of the fleet can take the desktop")
 
-// reservationTTL bounds how long a placement holds a host's room without
-// a desktop record: a create that takes longer, or whose host died, gives
-// the room back when the reservation's lease ends.
-const reservationTTL = 120 * time.Second
+// reservationTTL is the lease of a placement's reservation, which the
+// placing host keeps alive until Release, however long the create takes
+// (a pull first): it bounds how long room stays reserved for a create
+// whose placing host died. A variable for tests.
+var reservationTTL = 30 * time.Second
 
 // maxPlaceAttempts bounds the placements tried again because another
 // write changed the loads in between: a fleet busier than that is told
@@ -36,14 +37,16 @@ type reservation struct {
 // Placement is a host chosen for a desktop and the room reserved there
 // until the desktop's own record counts it; Release gives the room back.
 type Placement struct {
-	Host  Host
-	lease clientv3.LeaseID
-	c     *clientv3.Client
+	Host      Host
+	lease     clientv3.LeaseID
+	c         *clientv3.Client
+	stopAlive context.CancelFunc
 }
 
 // Release drops the reservation, with its lease: after the create,
 // whether it succeeded (the desktop's record now counts) or failed.
 func (p *Placement) Release(ctx context.Context) error {
+	p.stopAlive()
 	if _, err := p.c.Revoke(ctx, p.lease); err != nil {
 		return unreachable("release a placement", err)
 	}
@@ -139,11 +142,26 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			return nil, unreachable("place", err)
 		}
 		if txn.Succeeded {
-			return &Placement{Host: chosen, lease: lease.ID, c: c}, nil
+			return &Placement{Host: chosen, lease: lease.ID, c: c, stopAlive: keepAlive(ctx, c, lease.ID)}, nil
 		}
 		// Another placement or a record changed the loads: read again.
 		c.Revoke(context.WithoutCancel(ctx), lease.ID)
 	}
+}
+
+// keepAlive keeps a reservation's lease alive until the returned function
+// is called. Should etcd stop answering, the lease ends on its own.
+func keepAlive(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) context.CancelFunc {
+	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	acks, err := c.KeepAlive(kctx, lease)
+	if err != nil {
+		return stop
+	}
+	go func() {
+		for range acks { // drained, as the client asks
+		}
+	}()
+	return stop
 }
 
 // choose scores the hosts for a desktop of snapshot under their loads: a

@@ -168,3 +168,47 @@ func TestADrainedHostTakesNoDesktops(t *testing.T) {
 		t.Fatalf("a undrained: placed on %s, want a", got)
 	}
 }
+
+// A reservation lives as long as its create, past its lease's TTL, and
+// goes with Release.
+func TestAReservationLastsUntilReleased(t *testing.T) {
+	defer func(ttl time.Duration) { reservationTTL = ttl }(reservationTTL)
+	reservationTTL = 2 * time.Second
+	tc := startCluster(t, 1, false)
+	prefix := freshPrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := tc.client(t, 0)
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", MemoryMiB: 4096, MaxDesktops: 4, Snapshots: []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024}}}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Place(ctx, c, prefix, "minimal", "d-long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := func() bool {
+		t.Helper()
+		resp, err := c.Get(ctx, prefix+"reservations/a/d-long")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Kvs) == 1
+	}
+	// What is tested is a time bound: the reservation outlives twice its
+	// lease's TTL, which it would not without the keep-alive.
+	past := time.NewTimer(2 * reservationTTL)
+	select {
+	case <-past.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if !reserved() {
+		t.Fatalf("the reservation ended after %s, before its create did", 2*reservationTTL)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reserved() {
+		t.Fatal("the reservation outlived its Release")
+	}
+}
