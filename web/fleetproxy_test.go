@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
@@ -32,11 +34,33 @@ func newOwner(t *testing.T) *owner {
 		o.mu.Lock()
 		o.seen = append(o.seen, r.Clone(context.Background()))
 		o.mu.Unlock()
+		if websocket.IsWebSocketUpgrade(r) {
+			echo(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"served_by":"owner"}`))
 	}))
 	t.Cleanup(o.srv.Close)
 	return o
+}
+
+// echo answers a WebSocket's messages with themselves, marked.
+func echo(w http.ResponseWriter, r *http.Request) {
+	ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer ws.Close()
+	for {
+		kind, msg, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if ws.WriteMessage(kind, append([]byte("owner: "), msg...)) != nil {
+			return
+		}
+	}
 }
 
 func (o *owner) requests() []*http.Request {
@@ -103,24 +127,39 @@ func TestRequestsReachTheHostThatRunsTheDesktop(t *testing.T) {
 		t.Errorf("the fleet was asked %d times for requests that are not passed on", located-before)
 	}
 	mu.Unlock()
+	// A WebSocket passes through whole: the upgrade, and messages both ways.
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/desktops/d-elsewhere/control", http.Header{"Authorization": {"Bearer " + actToken}})
+	if err != nil {
+		t.Fatalf("a WebSocket to another host's desktop: %v", err)
+	}
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := ws.ReadMessage(); err != nil || string(msg) != "owner: hello" {
+		t.Fatalf("through the proxied WebSocket: %q, %v", msg, err)
+	}
+	ws.Close()
+	if n := len(o.requests()); n != 2 {
+		t.Fatalf("after the WebSocket the owner saw %d requests, want 2", n)
+	}
 	if code := get("/v1/desktops/d-nowhere", auth...); code != http.StatusNotFound {
 		t.Errorf("a desktop no host has: %d, want 404", code)
 	}
-	if code := get("/v1/desktops/"+f.ID, auth...); code != http.StatusOK || len(o.requests()) != 1 {
+	if code := get("/v1/desktops/"+f.ID, auth...); code != http.StatusOK || len(o.requests()) != 2 {
 		t.Errorf("this host's desktop: %d, the owner saw %d requests", code, len(o.requests()))
 	}
-	if code := get("/v1/cdp/wdt1.d-elsewhere.shell.4102444800.sig/json/version"); code != http.StatusOK || len(o.requests()) != 2 {
+	if code := get("/v1/cdp/wdt1.d-elsewhere.shell.4102444800.sig/json/version"); code != http.StatusOK || len(o.requests()) != 3 {
 		t.Fatalf("a DevTools token URL for another host's desktop: %d, the owner saw %d requests", code, len(o.requests()))
 	}
 	// Events narrowed to another host's desktop come from that host, by
 	// ?desktop= or by the desktop's own token.
-	if code := get("/v1/events?desktop=d-elsewhere", auth...); code != http.StatusOK || len(o.requests()) != 3 {
+	if code := get("/v1/events?desktop=d-elsewhere", auth...); code != http.StatusOK || len(o.requests()) != 4 {
 		t.Fatalf("events of another host's desktop: %d, the owner saw %d requests", code, len(o.requests()))
 	}
-	if code := get("/v1/events", "Authorization", "Bearer wdt1.d-elsewhere.view.4102444800.sig"); code != http.StatusOK || len(o.requests()) != 4 {
+	if code := get("/v1/events", "Authorization", "Bearer wdt1.d-elsewhere.view.4102444800.sig"); code != http.StatusOK || len(o.requests()) != 5 {
 		t.Fatalf("events by another host's desktop's token: %d, the owner saw %d requests", code, len(o.requests()))
 	}
-	if code := get("/v1/events?desktop=d-elsewhere"); code != http.StatusUnauthorized || len(o.requests()) != 4 {
+	if code := get("/v1/events?desktop=d-elsewhere"); code != http.StatusUnauthorized || len(o.requests()) != 5 {
 		t.Errorf("events with no token: %d, want 401 here (the owner saw %d requests)", code, len(o.requests()))
 	}
 }
