@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -114,4 +115,68 @@ func Desktops(ctx context.Context, c *clientv3.Client, prefix string) ([]FleetDe
 		out = append(out, FleetDesktop{Host: rec.Host, Lost: !live[rec.Host] || unreconciled(rec, gens), Desktop: rec.Desktop})
 	}
 	return out, nil
+}
+
+// SetSharedToken replaces the fleet's daemon token (hostd token rotate on
+// any host); every host follows the change (WatchToken).
+func SetSharedToken(ctx context.Context, c *clientv3.Client, prefix, tok string) error {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if tok == "" {
+		return fmt.Errorf("fleet: an empty token is no token")
+	}
+	if _, err := c.Put(ctx, prefix+"token", tok); err != nil {
+		return unreachable("rotate the fleet's token", err)
+	}
+	return nil
+}
+
+// WatchToken calls adopt with the fleet's daemon token each time it
+// changes, until ctx ends. A watch that breaks (etcd out of reach, its
+// history compacted) is started again from the token as it is then, so
+// no change is missed for long.
+func WatchToken(ctx context.Context, c *clientv3.Client, prefix string, adopt func(string)) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	key := prefix + "token"
+	for ctx.Err() == nil {
+		resp, err := c.Get(ctx, key)
+		if err != nil {
+			if !waitRetry(ctx) {
+				return
+			}
+			continue
+		}
+		if len(resp.Kvs) == 1 && len(resp.Kvs[0].Value) > 0 {
+			adopt(string(resp.Kvs[0].Value))
+		}
+		for w := range c.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if w.Err() != nil {
+				break
+			}
+			for _, ev := range w.Events {
+				if ev.Type == clientv3.EventTypePut && len(ev.Kv.Value) > 0 {
+					adopt(string(ev.Kv.Value))
+				}
+			}
+		}
+		if !waitRetry(ctx) {
+			return
+		}
+	}
+}
+
+// waitRetry waits a moment before a broken watch starts again; false when
+// ctx ended first.
+func waitRetry(ctx context.Context) bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -189,11 +189,22 @@ func (s *Server) endOnRevoke(c *gin.Context, end func()) (stop func()) {
 	return func() { close(done) }
 }
 
+// SetToken makes tok the daemon's token from the next request on: a
+// fleet's hosts take the token another host rotated to.
+func (s *Server) SetToken(tok string) {
+	s.rotating.Lock()
+	defer s.rotating.Unlock()
+	if s.daemonToken() != tok {
+		s.token.Store(&tok)
+		s.log.Warn("the daemon's API token changed (rotated on another host of the fleet); the old one no longer works")
+	}
+}
+
 // rotateToken replaces the daemon's token: the old one is refused from
 // the next request on; per-desktop tokens are signed apart and stay.
 func (s *Server) rotateToken(c *gin.Context) {
 	if s.cfg.RotateToken == nil {
-		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token: a fleet's hosts share one token, and rotating it across the fleet is not built yet (docs/FLEET.md)", "")
+		abort(c, http.StatusNotImplemented, "not_implemented", "this server cannot rotate its token", "")
 		return
 	}
 	// One rotation at a time: the token kept in the file and the one this

@@ -155,6 +155,10 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Guest: a.Drive, DaemonToken: daemonToken,
 				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Logger: log})
 		}})
+	if a.fleet != nil {
+		// A rotation on any host of the fleet holds on every host.
+		a.fleet.followToken(cfg.TokenFile(), a.Web.SetToken)
+	}
 	return a, nil
 }
 
@@ -199,11 +203,11 @@ func (a *App) Close() {
 	}
 }
 
-// tokenRotation rotates the daemon's token in its file; nil in a fleet,
-// whose hosts share one token in etcd (rotating it there is not built).
+// tokenRotation rotates the daemon's token in its file; in a fleet, in
+// etcd first, for every host.
 func (a *App) tokenRotation() func() (string, error) {
 	if a.fleet != nil {
-		return nil
+		return func() (string, error) { return a.fleet.rotateToken(a.cfg.TokenFile()) }
 	}
 	return func() (string, error) { return RotateToken(a.cfg.TokenFile()) }
 }
@@ -378,13 +382,18 @@ func loadOrMakeToken(path string) (tok string, made bool, err error) {
 // RotateToken makes a new API token and keeps it in path, replacing the
 // file whole (a reader never sees half a token).
 func RotateToken(path string) (string, error) {
-	b := make([]byte, 24)
-	rand.Read(b)
-	tok := "wd_" + hex.EncodeToString(b)
+	tok := newToken()
 	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	return tok, nil
+}
+
+// newToken makes a daemon token.
+func newToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return "wd_" + hex.EncodeToString(b)
 }
 
 // imageViews lists the cache's images as the API shows them.

@@ -41,7 +41,10 @@ type fleetHost struct {
 	stopUpdate context.CancelFunc
 
 	// token is the fleet's daemon token, for pulls from other hosts.
-	token string
+	tokenMu sync.Mutex
+	token   string
+	// stopWatch ends the watch of the fleet's token.
+	stopWatch context.CancelFunc
 	// generation is this start's (startGeneration).
 	generation uint64
 	// pullMu lets one pull run at a time.
@@ -271,7 +274,7 @@ func (a *App) adoptFleetToken(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.fleet.token = shared
+	a.fleet.setFleetToken(shared)
 	if shared == a.Token {
 		return nil
 	}
@@ -280,6 +283,53 @@ func (a *App) adoptFleetToken(ctx context.Context) error {
 	}
 	a.Token, a.NewToken = shared, false
 	return nil
+}
+
+func (f *fleetHost) fleetToken() string {
+	f.tokenMu.Lock()
+	defer f.tokenMu.Unlock()
+	return f.token
+}
+
+func (f *fleetHost) setFleetToken(tok string) {
+	f.tokenMu.Lock()
+	f.token = tok
+	f.tokenMu.Unlock()
+}
+
+// rotateToken makes a new daemon token for the whole fleet: etcd first
+// (the others follow it), then this host's token file.
+func (f *fleetHost) rotateToken(path string) (string, error) {
+	tok := newToken()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, tok); err != nil {
+		return "", err
+	}
+	f.setFleetToken(tok)
+	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
+		return "", fmt.Errorf("the fleet's token was rotated, but this host's token file was not written: %w", err)
+	}
+	return tok, nil
+}
+
+// followToken takes the fleet's token each time another host rotates it:
+// into path, f, and adopt (the API's check), until Close.
+func (f *fleetHost) followToken(path string, adopt func(string)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.mu.Lock()
+	f.stopWatch = cancel
+	f.mu.Unlock()
+	go fleet.WatchToken(ctx, f.client, f.prefix, func(tok string) {
+		if tok == f.fleetToken() {
+			return
+		}
+		if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
+			f.log.Error("keep the fleet's rotated token in this host's token file", "err", err)
+		}
+		f.setFleetToken(tok)
+		adopt(tok)
+	})
 }
 
 // locate finds the API address of the host that runs a desktop.
@@ -379,7 +429,7 @@ func (f *fleetHost) pull(ctx context.Context, cat *desktop.Catalog, shape deskto
 	}
 	p := fleet.Puller{
 		HTTP:  &http.Client{Transport: &http.Transport{Proxy: nil}},
-		Token: f.token,
+		Token: f.fleetToken(),
 		Accept: func(m *desktop.Manifest) error {
 			if diffs := m.Machine.Mismatch(shape); len(diffs) > 0 {
 				return fmt.Errorf("%w: it does not restore on this host: %s", desktop.ErrMismatch, strings.Join(diffs, "; "))
@@ -444,8 +494,11 @@ func (f *fleetHost) status(ctx context.Context) (api.Fleet, error) {
 // instead leaves when its lease runs out.
 func (f *fleetHost) Close() error {
 	f.mu.Lock()
-	m, stop := f.membership, f.stopUpdate
+	m, stop, stopWatch := f.membership, f.stopUpdate, f.stopWatch
 	f.mu.Unlock()
+	if stopWatch != nil {
+		stopWatch()
+	}
 	if m != nil {
 		stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

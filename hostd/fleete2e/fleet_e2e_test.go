@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -644,5 +645,27 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 	throughOther(ctx, t, hosts[1], d.ID)
 	if err := hosts[1].c.DeleteDesktop(ctx, d.ID); err != nil {
 		t.Fatal(err)
+	}
+
+	// The daemon token rotated through x2 holds on x1 too: the old one is
+	// refused there, the new one works, and x1's token file has it.
+	old := hosts[0].token
+	tok, err := hosts[1].c.RotateToken(ctx)
+	if err != nil {
+		t.Fatalf("rotate the fleet's token through x2: %v", err)
+	}
+	stale := client.New(hosts[0].base, old)
+	if !testenv.Poll(10*time.Second, 10*time.Millisecond, 100*time.Millisecond, func() bool {
+		_, err := stale.Desktops(ctx)
+		var refused *client.Error
+		return errors.As(err, &refused) && refused.Status == http.StatusUnauthorized
+	}) {
+		t.Fatal("x1 still takes the token rotated away on x2")
+	}
+	if _, err := client.New(hosts[0].base, tok).Desktops(ctx); err != nil {
+		t.Fatalf("x1 refuses the fleet's new token: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(hosts[0].state, "token")); err != nil || strings.TrimSpace(string(b)) != tok {
+		t.Fatalf("x1's token file after the rotation: %q, %v", b, err)
 	}
 }
