@@ -300,13 +300,16 @@ func (f *fleetHost) setFleetToken(tok string) {
 // rotateToken makes a new daemon token for the whole fleet: etcd first
 // (the others follow it), then this host's token file.
 func (f *fleetHost) rotateToken(path string) (string, error) {
-	tok := newToken()
+	tok, old := newToken(), f.fleetToken()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Taken here first: the watch then sees this host's own rotation as
+	// nothing new.
+	f.setFleetToken(tok)
 	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, tok); err != nil {
+		f.setFleetToken(old)
 		return "", err
 	}
-	f.setFleetToken(tok)
 	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("the fleet's token was rotated, but this host's token file was not written: %w", err)
 	}
