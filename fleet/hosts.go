@@ -34,11 +34,13 @@ type Host struct {
 	Draining bool `json:"-"`
 }
 
-// HeldSnapshot is a snapshot a host holds and the guest memory a desktop
-// made from it takes.
+// HeldSnapshot is a snapshot a host holds, the guest memory a desktop
+// made from it takes, and how many machines of it the host's warm pool
+// holds ready (as of the host's last refresh).
 type HeldSnapshot struct {
 	Name      string `json:"name"`
 	MemoryMiB int    `json:"memory_mib"`
+	Warm      int    `json:"warm,omitempty"`
 }
 
 // Holds returns the snapshot of that name the host holds.

@@ -168,12 +168,14 @@ func keepAlive(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) 
 // pure function. Candidates have room under their caps and either hold
 // the snapshot or can restore it (the same RestoreKey as a host that
 // holds it: it pulls the files before the create). Hosts that hold it come
-// first, then the most free memory after the desktop, then the first name.
+// first, then those with machines of it ready in their warm pool (a create
+// there takes milliseconds, not a restore), then the most free memory
+// after the desktop, then the first name.
 func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, error) {
 	type candidate struct {
-		h     Host
-		holds bool
-		free  int
+		h           Host
+		holds, warm bool
+		free        int
 	}
 	memory, restorable := 0, map[RestoreKey]bool{}
 	for _, h := range hosts {
@@ -186,7 +188,7 @@ func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, er
 	}
 	var cands []candidate
 	for _, h := range hosts {
-		_, holds := h.Holds(snapshot)
+		held, holds := h.Holds(snapshot)
 		if !holds && !restorable[h.Restore] {
 			continue
 		}
@@ -194,17 +196,17 @@ func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, er
 		if l.desktops+1 > h.MaxDesktops || l.memoryMiB+memory > h.MemoryMiB {
 			continue
 		}
-		cands = append(cands, candidate{h, holds, h.MemoryMiB - l.memoryMiB - memory})
+		cands = append(cands, candidate{h, holds, held.Warm > 0, h.MemoryMiB - l.memoryMiB - memory})
 	}
 	if len(cands) == 0 {
 		return Host{}, 0, fmt.Errorf("%w: %w: every host that can restore snapshot %s is at its --max-desktops or --max-memory-mib", desktop.ErrCapacity, ErrNoRoom, snapshot)
 	}
 	best := slices.MaxFunc(cands, func(a, b candidate) int {
-		if a.holds != b.holds {
-			if a.holds {
-				return 1
-			}
-			return -1
+		if c := compareBool(a.holds, b.holds); c != 0 {
+			return c
+		}
+		if c := compareBool(a.warm, b.warm); c != 0 {
+			return c
 		}
 		if c := cmp.Compare(a.free, b.free); c != 0 {
 			return c
@@ -212,6 +214,17 @@ func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, er
 		return cmp.Compare(b.h.Name, a.h.Name) // the first name wins a tie
 	})
 	return best.h, memory, nil
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // cutHostKey splits prefix+HOST+"/"+REST.

@@ -48,6 +48,13 @@ func TestChoose(t *testing.T) {
 	if h, _, err := choose(withPuller, full, "minimal"); err != nil || h.Name != "d" {
 		t.Fatalf("holders full: chose %s, %v; want d, which pulls the files", h.Name, err)
 	}
+	// A holder with machines ready in its warm pool beats one with more
+	// free memory.
+	warm := slices.Clone(hosts)
+	warm[0].Snapshots = []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024, Warm: 2}}
+	if h, _, _ := choose(warm, map[string]load{"a": {1, 1024}}, "minimal"); h.Name != "a" {
+		t.Fatalf("a warm, b with more free memory: chose %s, want a", h.Name)
+	}
 	capped := []Host{{Name: "a", MemoryMiB: 1 << 20, MaxDesktops: 2, Snapshots: held}}
 	if _, _, err := choose(capped, map[string]load{"a": {2, 2048}}, "minimal"); !errors.Is(err, ErrNoRoom) {
 		t.Fatalf("at --max-desktops: %v, want ErrNoRoom", err)

@@ -518,7 +518,8 @@ func (f *fleetHost) Close() error {
 }
 
 // describeHost is what this host says of itself in the fleet: its caps,
-// its load, what it restores and which snapshots it holds.
+// its load, what it restores, which snapshots it holds and how many
+// machines of each its warm pool holds ready.
 func describeHost(m *desktop.Manager) fleet.Host {
 	lim := m.Limits()
 	shape := m.Driver().Shape()
@@ -532,9 +533,14 @@ func describeHost(m *desktop.Manager) fleet.Host {
 			h.UsedMemoryMiB += d.Resources.MemoryMiB
 		}
 	}
+	warmer, _ := m.Driver().(desktop.Warmer)
 	if snaps, _, err := m.Catalog().List(); err == nil {
 		for _, s := range snaps {
-			h.Snapshots = append(h.Snapshots, fleet.HeldSnapshot{Name: s.Name, MemoryMiB: s.Manifest.Machine.MemoryMiB})
+			held := fleet.HeldSnapshot{Name: s.Name, MemoryMiB: s.Manifest.Machine.MemoryMiB}
+			if warmer != nil {
+				held.Warm = warmer.PoolSize(s.Name)
+			}
+			h.Snapshots = append(h.Snapshots, held)
 		}
 		slices.SortFunc(h.Snapshots, func(a, b fleet.HeldSnapshot) int { return strings.Compare(a.Name, b.Name) })
 	}
