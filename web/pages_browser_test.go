@@ -115,6 +115,14 @@ func TestBrowser(t *testing.T) {
 				t.Logf("%d thumbnails of one desktop in %.1fs", n, secs)
 			}
 			createForkDelete(t, s, tb)
+			// A fleet host's pull of a snapshot, as it goes.
+			s.pulls.Publish(api.Event{Type: api.EventPulling, Host: "h2", Pull: &api.SnapshotPull{Snapshot: "minimal", From: "h1", Bytes: 1 << 29, Total: 1 << 30}})
+			tb.waitJS("pull progress", `document.querySelector('#pulls').textContent === 'pulling minimal on h2 from h1: 50%'`, 10*time.Second)
+			s.pulls.Publish(api.Event{Type: api.EventPullFailed, Host: "h2", Pull: &api.SnapshotPull{Snapshot: "minimal", From: "h1"}, Summary: "h1 went away"})
+			tb.waitJS("pull failure", `document.querySelector('#pulls').textContent === 'pulling minimal on h2 failed: h1 went away'`, 10*time.Second)
+			if n := eval[int](tb, `document.querySelectorAll('.card').length`); n != 1 {
+				t.Errorf("after pull events the dashboard shows %d cards, want the one desktop", n)
+			}
 			b.save(tb, "dashboard.png")
 		}},
 		{"ViewOnlyViewerShowsDesktopAndDropsInput", func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/internal/fanout"
 	"github.com/warmdesk/warmdesk/internal/testenv"
 	"github.com/warmdesk/warmdesk/recording"
 	"github.com/warmdesk/warmdesk/web"
@@ -32,6 +33,9 @@ type stack struct {
 	mgr     *desktop.Manager
 	desktop api.Desktop
 	seen    *requestLog
+	// pulls stands for a fleet host's snapshot pulls, whose events the
+	// dashboard shows.
+	pulls *fanout.Broker[api.Event]
 }
 
 const testToken = "wd_browser-test-daemon-token"
@@ -58,7 +62,8 @@ func startStack(t *testing.T) *stack {
 	fctx, stopFollow := context.WithCancel(ctx)
 	t.Cleanup(stopFollow)
 	go recs.Follow(fctx, mgr)
-	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log, Recordings: recs})
+	pulls := &fanout.Broker[api.Event]{}
+	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log, Recordings: recs, PullEvents: pulls.Subscribe})
 	seen := &requestLog{}
 	hs := httptest.NewServer(seen.wrap(srv.Handler()))
 	t.Cleanup(func() {
@@ -66,7 +71,7 @@ func startStack(t *testing.T) *stack {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	s := &stack{url: hs.URL, token: testToken, api: client.New(hs.URL, testToken), mgr: mgr, seen: seen}
+	s := &stack{url: hs.URL, token: testToken, api: client.New(hs.URL, testToken), mgr: mgr, seen: seen, pulls: pulls}
 	start := time.Now()
 	s.desktop, err = s.api.CreateDesktop(ctx, api.CreateDesktop{Snapshot: baked.Snapshot.Name, Name: "browser-test"})
 	if err != nil {
