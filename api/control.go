@@ -23,6 +23,11 @@ const (
 	EventPullFailed = "snapshot.pull_failed" // Summary says why
 )
 
+// EventFollowing: a host's event stream in a fleet now passes on another
+// host's events (Summary: its address); the events that host sent while
+// not followed are missed, so a client reloads what it shows.
+const EventFollowing = "fleet.following"
+
 // SnapshotPull is how far a fleet host has come pulling a snapshot from
 // another: Bytes of Total, over all its files.
 type SnapshotPull struct {

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/warmdesk/warmdesk/api"
 )
 
 // Following another host's events: its stream breaks when it restarts or
@@ -21,22 +24,55 @@ const (
 	maxEventLine = 1 << 20
 )
 
+// peerRefresh is how often a fleet's event stream lists the hosts again:
+// it follows those that joined and leaves those that left. A variable
+// for tests.
+var peerRefresh = 10 * time.Second
+
 // followPeers passes the events of the fleet's other hosts, each a whole
-// server-sent event, into the returned channel until ctx ends, after a
-// comment ": following ADDRESS" as each host's stream opens. It asks
+// server-sent event, into the returned channel until ctx ends, with an
+// api.EventFollowing as each host's stream opens (the events it sent
+// while not followed are missed: a client reloads what it shows). It asks
 // with the caller's own Authorization, so a host serves only what the
-// caller may see. Hosts that join after it starts are not followed: the
-// dashboard reloads the list when its stream reconnects.
+// caller may see, and lists the hosts again every peerRefresh.
 func (s *Server) followPeers(ctx context.Context, authorization string) <-chan []byte {
 	out := make(chan []byte, 64)
-	addrs, err := s.cfg.Peers(ctx)
-	if err != nil {
-		s.log.Warn("events: cannot list the fleet's hosts; this host's events only", "err", err)
-		return out
-	}
-	for _, addr := range addrs {
-		go s.followPeer(ctx, addr, authorization, out)
-	}
+	go func() {
+		following := map[string]context.CancelFunc{}
+		refresh := func() {
+			addrs, err := s.cfg.Peers(ctx)
+			if err != nil {
+				s.log.Warn("events: cannot list the fleet's hosts; following those known", "err", err)
+				return
+			}
+			live := map[string]bool{}
+			for _, addr := range addrs {
+				live[addr] = true
+				if following[addr] == nil {
+					fctx, stop := context.WithCancel(ctx)
+					following[addr] = stop
+					go s.followPeer(fctx, addr, authorization, out)
+				}
+			}
+			for addr, stop := range following {
+				if !live[addr] {
+					stop()
+					delete(following, addr)
+				}
+			}
+		}
+		refresh()
+		t := time.NewTicker(peerRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				refresh()
+			}
+		}
+	}()
 	return out
 }
 
@@ -50,10 +86,9 @@ func (s *Server) followPeer(ctx context.Context, addr, authorization string, out
 	}
 	for {
 		err := s.readPeerEvents(ctx, addr, authorization, func() {
-			// A comment, for people and tests: from here on, that
-			// host's events pass.
 			retry = peerRetryMin
-			pass([]byte(": following " + addr + "\n\n"))
+			b, _ := json.Marshal(api.Event{Type: api.EventFollowing, Time: time.Now().UTC(), Summary: addr})
+			pass([]byte("event: " + api.EventFollowing + "\ndata: " + string(b) + "\n\n"))
 		}, pass)
 		if ctx.Err() != nil {
 			return

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,44 +165,31 @@ func TestRequestsReachTheHostThatRunsTheDesktop(t *testing.T) {
 	}
 }
 
-// flushSignal closes flushed at its first Flush: a host's event stream
-// flushes once it has subscribed.
-type flushSignal struct {
-	http.ResponseWriter
-	once    *sync.Once
-	flushed chan struct{}
-}
-
-func (f flushSignal) Flush() {
-	f.ResponseWriter.(http.Flusher).Flush()
-	f.once.Do(func() { close(f.flushed) })
-}
-
 // A fleet's event stream, asked of one host, carries the other hosts'
 // desktop events (marked with their host) and this host's snapshot pulls;
 // a host asks the others for their own events only.
 func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
+	defer web.SetPeerRefreshForTest(20 * time.Millisecond)()
 	other := drivetest.NewDesktop(t)
-	followed := make(chan struct{})
-	var once sync.Once
-	otherAPI := web.New(web.Config{Manager: other.Manager, Token: actToken, HostName: "b",
+	b := httptest.NewServer(web.New(web.Config{Manager: other.Manager, Token: actToken, HostName: "b",
 		// b has peers too: a stream passed on to it must not follow them.
 		Peers: func(context.Context) ([]string, error) {
 			t.Error("b was asked for its peers by a stream passed on to it")
 			return nil, nil
-		}}).Handler()
-	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/events" && r.Header.Get("X-Warmdesk-Proxied-By") == "a" {
-			w = flushSignal{ResponseWriter: w, once: &once, flushed: followed}
-		}
-		otherAPI.ServeHTTP(w, r)
-	}))
+		}}).Handler())
 	t.Cleanup(b.Close)
+	bAddr := strings.TrimPrefix(b.URL, "http://")
 
 	here := drivetest.NewDesktop(t)
 	var pulls fanout.Broker[api.Event]
+	var joined atomic.Bool // b joins the fleet after a's stream opened
 	a := httptest.NewServer(web.New(web.Config{Manager: here.Manager, Token: actToken, HostName: "a",
-		Peers:      func(context.Context) ([]string, error) { return []string{strings.TrimPrefix(b.URL, "http://")}, nil },
+		Peers: func(context.Context) ([]string, error) {
+			if joined.Load() {
+				return []string{bAddr}, nil
+			}
+			return nil, nil
+		},
 		PullEvents: pulls.Subscribe,
 	}).Handler())
 	t.Cleanup(a.Close)
@@ -215,16 +203,6 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	select {
-	case <-followed:
-	case <-ctx.Done():
-		t.Fatal("a never followed b's events")
-	}
-	if _, err := other.Manager.SetControl(other.ID, desktop.ControlPerson, "test"); err != nil {
-		t.Fatal(err)
-	}
-	// a subscribed to its pulls before it answered.
-	pulls.Publish(api.Event{Type: api.EventPulling, Host: "a", Pull: &api.SnapshotPull{Snapshot: "snap", From: "b", Bytes: 1, Total: 2}})
 	events := make(chan api.Event)
 	go web.SplitEventsForTest(resp.Body, func(block []byte) {
 		_, data, _ := strings.Cut(string(block), "data: ")
@@ -233,24 +211,33 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 			events <- ev
 		}
 	})
-	sawB, sawPull := false, false
-	for !sawB || !sawPull {
-		select {
-		case ev := <-events:
-			switch {
-			case ev.Type == string(desktop.EventControl) && ev.Desktop != nil && ev.Desktop.ID == other.ID:
-				if ev.Host != "b" {
-					t.Errorf("b's event says host %q", ev.Host)
+	next := func(what string, match func(api.Event) bool) api.Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if match(ev) {
+					return ev
 				}
-				sawB = true
-			case ev.Type == api.EventPulling:
-				if ev.Pull == nil || ev.Pull.Snapshot != "snap" || ev.Desktop != nil {
-					t.Errorf("a pull event: %+v", ev)
-				}
-				sawPull = true
+			case <-ctx.Done():
+				t.Fatalf("a's stream never carried %s", what)
 			}
-		case <-ctx.Done():
-			t.Fatalf("a's stream: b's event seen %v, the pull seen %v", sawB, sawPull)
 		}
+	}
+	joined.Store(true)
+	next("that b's stream is followed", func(ev api.Event) bool { return ev.Type == api.EventFollowing && ev.Summary == bAddr })
+	if _, err := other.Manager.SetControl(other.ID, desktop.ControlPerson, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ev := next("b's event", func(ev api.Event) bool {
+		return ev.Type == string(desktop.EventControl) && ev.Desktop != nil && ev.Desktop.ID == other.ID
+	})
+	if ev.Host != "b" {
+		t.Errorf("b's event says host %q", ev.Host)
+	}
+	// a subscribed to its pulls before it answered.
+	pulls.Publish(api.Event{Type: api.EventPulling, Host: "a", Pull: &api.SnapshotPull{Snapshot: "snap", From: "b", Bytes: 1, Total: 2}})
+	if ev := next("the pull", func(ev api.Event) bool { return ev.Type == api.EventPulling }); ev.Pull == nil || ev.Pull.Snapshot != "snap" || ev.Desktop != nil {
+		t.Errorf("a pull event: %+v", ev)
 	}
 }

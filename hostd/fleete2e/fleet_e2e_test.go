@@ -148,7 +148,7 @@ func fleetEvents(ctx context.Context, t *testing.T, h *host, n int) <-chan strin
 			if !ok {
 				t.Fatalf("%s's event stream ended", h.name)
 			}
-			if strings.HasPrefix(line, ": following ") {
+			if line == "event: "+api.EventFollowing {
 				following++
 			}
 		case <-ctx.Done():

@@ -60,6 +60,9 @@ function run() {
     onOpen: () => { status('live'); reload(); },
     onEvent: ({ data }) => {
       if (data && data.pull) { showPull(data); return; }
+      // Another host's events pass from here on; those it sent before are
+      // missed (it restarted, or joined): what is shown is read again.
+      if (data && data.type === 'fleet.following') { reload(); return; }
       if (!data || !data.desktop) return;
       if (data.type === 'desktop.deleted') removeCard(data.desktop.id);
       else upsert(data.desktop);
