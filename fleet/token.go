@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -117,17 +118,27 @@ func Desktops(ctx context.Context, c *clientv3.Client, prefix string) ([]FleetDe
 	return out, nil
 }
 
-// SetSharedToken replaces the fleet's daemon token (hostd token rotate on
-// any host); every host follows the change (WatchToken).
-func SetSharedToken(ctx context.Context, c *clientv3.Client, prefix, tok string) error {
+// ErrTokenChanged is a rotation from a token that is no longer the
+// fleet's: another host rotated it first.
+var ErrTokenChanged = errors.New("the fleet's token changed meanwhile")
+
+// SetSharedToken replaces the fleet's daemon token, if it is still old
+// (hostd token rotate on any host; two at once: one wins, the other is
+// ErrTokenChanged); every host follows the change (WatchToken).
+func SetSharedToken(ctx context.Context, c *clientv3.Client, prefix, old, tok string) error {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if tok == "" {
 		return fmt.Errorf("fleet: an empty token is no token")
 	}
-	if _, err := c.Put(ctx, prefix+"token", tok); err != nil {
+	key := prefix + "token"
+	resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", old)).Then(clientv3.OpPut(key, tok)).Commit()
+	if err != nil {
 		return unreachable("rotate the fleet's token", err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %w: another host rotated it first; its new token reaches this host's token file within moments", desktop.ErrConflict, ErrTokenChanged)
 	}
 	return nil
 }
@@ -152,18 +163,26 @@ func WatchToken(ctx context.Context, c *clientv3.Client, prefix string, adopt fu
 		if len(resp.Kvs) == 1 && len(resp.Kvs[0].Value) > 0 {
 			adopt(string(resp.Kvs[0].Value))
 		}
-		for w := range c.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(resp.Header.Revision+1)) {
-			if w.Err() != nil {
-				break
-			}
-			for _, ev := range w.Events {
-				if ev.Type == clientv3.EventTypePut && len(ev.Kv.Value) > 0 {
-					adopt(string(ev.Kv.Value))
-				}
-			}
-		}
+		watchToken(ctx, c, key, resp.Header.Revision+1, adopt)
 		if !waitRetry(ctx) {
 			return
+		}
+	}
+}
+
+// watchToken follows key from revision rev on until the watch breaks,
+// and ends that watch.
+func watchToken(ctx context.Context, c *clientv3.Client, key string, rev int64, adopt func(string)) {
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer stop()
+	for w := range c.Watch(wctx, key, clientv3.WithRev(rev)) {
+		if w.Err() != nil {
+			return
+		}
+		for _, ev := range w.Events {
+			if ev.Type == clientv3.EventTypePut && len(ev.Kv.Value) > 0 {
+				adopt(string(ev.Kv.Value))
+			}
 		}
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) eventStream(c *gin.Context) {
 		pulls = ch
 	}
 	if only == "" && s.cfg.Peers != nil && c.Request.Header.Get(proxiedBy) == "" {
-		peers = s.followPeers(ctx, c.Request.Header.Get("Authorization"))
+		peers = s.followPeers(ctx, c.Request.Header.Get("Authorization"), cancel)
 	}
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,7 +23,16 @@ const (
 	// maxEventLine bounds one line of a peer's stream (a desktop's view
 	// is a few KiB).
 	maxEventLine = 1 << 20
+	// peerSteady is how long a host's stream must have lasted for its
+	// next break to be followed again at once (peerRetryMin): one that
+	// opens and ends at once is retried ever more slowly.
+	peerSteady = 30 * time.Second
 )
+
+// errPeerRefused is a host refusing the caller's token (rotated since the
+// stream opened): the whole stream ends, and the client, reconnecting,
+// learns its token is gone.
+var errPeerRefused = errors.New("the host refused the token")
 
 // peerRefresh is how often a fleet's event stream lists the hosts again:
 // it follows those that joined and leaves those that left. A variable
@@ -34,8 +44,9 @@ var peerRefresh = 10 * time.Second
 // api.EventFollowing as each host's stream opens (the events it sent
 // while not followed are missed: a client reloads what it shows). It asks
 // with the caller's own Authorization, so a host serves only what the
-// caller may see, and lists the hosts again every peerRefresh.
-func (s *Server) followPeers(ctx context.Context, authorization string) <-chan []byte {
+// caller may see, and lists the hosts again every peerRefresh. A host
+// that refuses the token calls refused.
+func (s *Server) followPeers(ctx context.Context, authorization string, refused func()) <-chan []byte {
 	out := make(chan []byte, 64)
 	go func() {
 		following := map[string]context.CancelFunc{}
@@ -51,7 +62,7 @@ func (s *Server) followPeers(ctx context.Context, authorization string) <-chan [
 				if following[addr] == nil {
 					fctx, stop := context.WithCancel(ctx)
 					following[addr] = stop
-					go s.followPeer(fctx, addr, authorization, out)
+					go s.followPeer(fctx, addr, authorization, out, refused)
 				}
 			}
 			for addr, stop := range following {
@@ -76,7 +87,7 @@ func (s *Server) followPeers(ctx context.Context, authorization string) <-chan [
 	return out
 }
 
-func (s *Server) followPeer(ctx context.Context, addr, authorization string, out chan<- []byte) {
+func (s *Server) followPeer(ctx context.Context, addr, authorization string, out chan<- []byte, refused func()) {
 	retry := peerRetryMin
 	pass := func(block []byte) {
 		select {
@@ -85,13 +96,21 @@ func (s *Server) followPeer(ctx context.Context, addr, authorization string, out
 		}
 	}
 	for {
+		opened := time.Now()
 		err := s.readPeerEvents(ctx, addr, authorization, func() {
-			retry = peerRetryMin
 			b, _ := json.Marshal(api.Event{Type: api.EventFollowing, Time: time.Now().UTC(), Summary: addr})
 			pass([]byte("event: " + api.EventFollowing + "\ndata: " + string(b) + "\n\n"))
 		}, pass)
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errPeerRefused) {
+			s.log.Warn("events: a fleet host refused the stream's token; ending the stream", "host", addr)
+			refused()
+			return
+		}
+		if time.Since(opened) >= peerSteady {
+			retry = peerRetryMin
 		}
 		s.log.Debug("events: a fleet host's stream broke; following it again", "host", addr, "in", retry, "err", err)
 		t := time.NewTimer(retry)
@@ -121,7 +140,11 @@ func (s *Server) readPeerEvents(ctx context.Context, addr, authorization string,
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("events from %s: %s: %w", addr, resp.Status, errPeerRefused)
+	default:
 		return fmt.Errorf("events from %s: %s", addr, resp.Status)
 	}
 	opened()

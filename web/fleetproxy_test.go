@@ -171,12 +171,13 @@ func TestRequestsReachTheHostThatRunsTheDesktop(t *testing.T) {
 func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 	defer web.SetPeerRefreshForTest(20 * time.Millisecond)()
 	other := drivetest.NewDesktop(t)
-	b := httptest.NewServer(web.New(web.Config{Manager: other.Manager, Token: actToken, HostName: "b",
+	otherAPI := web.New(web.Config{Manager: other.Manager, Token: actToken, HostName: "b",
 		// b has peers too: a stream passed on to it must not follow them.
 		Peers: func(context.Context) ([]string, error) {
 			t.Error("b was asked for its peers by a stream passed on to it")
 			return nil, nil
-		}}).Handler())
+		}})
+	b := httptest.NewServer(otherAPI.Handler())
 	t.Cleanup(b.Close)
 	bAddr := strings.TrimPrefix(b.URL, "http://")
 
@@ -203,14 +204,20 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	events := make(chan api.Event)
-	go web.SplitEventsForTest(resp.Body, func(block []byte) {
-		_, data, _ := strings.Cut(string(block), "data: ")
-		var ev api.Event
-		if json.Unmarshal([]byte(strings.TrimSpace(data)), &ev) == nil {
-			events <- ev
-		}
-	})
+	events, ended := make(chan api.Event), make(chan struct{})
+	go func() {
+		defer close(ended)
+		web.SplitEventsForTest(resp.Body, func(block []byte) {
+			_, data, _ := strings.Cut(string(block), "data: ")
+			var ev api.Event
+			if json.Unmarshal([]byte(strings.TrimSpace(data)), &ev) == nil {
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+				}
+			}
+		})
+	}()
 	next := func(what string, match func(api.Event) bool) api.Event {
 		t.Helper()
 		for {
@@ -239,5 +246,19 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 	pulls.Publish(api.Event{Type: api.EventPulling, Host: "a", Pull: &api.SnapshotPull{Snapshot: "snap", From: "b", Bytes: 1, Total: 2}})
 	if ev := next("the pull", func(ev api.Event) bool { return ev.Type == api.EventPulling }); ev.Pull == nil || ev.Pull.Snapshot != "snap" || ev.Desktop != nil {
 		t.Errorf("a pull event: %+v", ev)
+	}
+	// The token rotated (on b, as the fleet's rotation reaches it) and b's
+	// stream cut: b refuses the stream's token when a follows it again,
+	// and a ends the stream rather than follow b no more in silence.
+	otherAPI.SetToken("wd_rotated")
+	b.CloseClientConnections()
+	for {
+		select {
+		case <-events:
+		case <-ended:
+			return
+		case <-ctx.Done():
+			t.Fatal("a's stream went on after b refused its token")
+		}
 	}
 }

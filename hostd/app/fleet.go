@@ -297,40 +297,47 @@ func (f *fleetHost) setFleetToken(tok string) {
 	f.tokenMu.Unlock()
 }
 
-// rotateToken makes a new daemon token for the whole fleet: etcd first
-// (the others follow it), then this host's token file.
+// rotateToken makes a new daemon token for the whole fleet, in etcd, if
+// the token there is still the one this host has: every host, this one
+// included, takes it from there (followToken). The API's check here takes
+// it when this returns, and the token file is written at once too, for
+// the caller to read.
 func (f *fleetHost) rotateToken(path string) (string, error) {
-	tok, old := newToken(), f.fleetToken()
+	tok := newToken()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Taken here first: the watch then sees this host's own rotation as
-	// nothing new.
-	f.setFleetToken(tok)
-	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, tok); err != nil {
-		f.setFleetToken(old)
+	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, f.fleetToken(), tok); err != nil {
 		return "", err
 	}
-	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
-		return "", fmt.Errorf("the fleet's token was rotated, but this host's token file was not written: %w", err)
-	}
+	f.keepToken(path, tok)
 	return tok, nil
 }
 
-// followToken takes the fleet's token each time another host rotates it:
-// into path, f, and adopt (the API's check), until Close.
+// keepToken makes tok this host's fleet token and writes it to the token
+// file; a failed write is logged (the token holds all the same: the API
+// checks it and the fleet has it).
+func (f *fleetHost) keepToken(path, tok string) {
+	f.tokenMu.Lock()
+	defer f.tokenMu.Unlock()
+	if f.token == tok {
+		return
+	}
+	f.token = tok
+	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
+		f.log.Error("keep the fleet's rotated token in this host's token file: the CLI here needs it by hand", "err", err)
+	}
+}
+
+// followToken takes the fleet's token each time any host rotates it:
+// into path, f, and adopt (the API's check, which ignores a token it
+// has), until Close.
 func (f *fleetHost) followToken(path string, adopt func(string)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mu.Lock()
 	f.stopWatch = cancel
 	f.mu.Unlock()
 	go fleet.WatchToken(ctx, f.client, f.prefix, func(tok string) {
-		if tok == f.fleetToken() {
-			return
-		}
-		if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
-			f.log.Error("keep the fleet's rotated token in this host's token file", "err", err)
-		}
-		f.setFleetToken(tok)
+		f.keepToken(path, tok)
 		adopt(tok)
 	})
 }
