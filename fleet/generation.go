@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // Generations: each start of a host's hostd takes the next number under
@@ -16,7 +18,7 @@ import (
 // it. A record of an earlier generation is one the host has not yet
 // reconciled since it came back (its machine may have died with the old
 // hostd): the fleet shows it host_lost, and passes no request to it, until
-// the new generation has recovered it and stamped it (Reconcile).
+// the new generation has recovered it and written it again (Reconcile).
 
 func generationKey(prefix, host string) string { return prefix + "generations/" + host }
 
@@ -25,7 +27,7 @@ func generationKey(prefix, host string) string { return prefix + "generations/" 
 func (r *Records) StartGeneration(ctx context.Context) (uint64, error) {
 	key := generationKey(r.prefix, r.host)
 	var next uint64
-	err := retry("take this host's generation", func(ctx context.Context) error {
+	err := retryCtx(ctx, "take this host's generation", func(ctx context.Context) error {
 		for {
 			resp, err := r.c.Get(ctx, key)
 			if err != nil {
@@ -57,14 +59,16 @@ func (r *Records) StartGeneration(ctx context.Context) (uint64, error) {
 	return next, nil
 }
 
-// Reconcile stamps this host's desktop records of earlier generations
-// with its own, once recovery has brought each to what it is now (running
-// again, or failed): from then on the fleet shows them as they say. A
-// record changed meanwhile is left to the write that changed it.
-func (r *Records) Reconcile(ctx context.Context) (int, error) {
+// Reconcile writes this host's desktop records of earlier generations
+// again, as current says each desktop is once recovery has run (running
+// again, or failed), with this generation: from then on the fleet shows
+// them as they are. A record current does not hold is one recovery
+// dropped (and failed to delete): it is deleted, and returned. A record
+// changed meanwhile is left to the write that changed it.
+func (r *Records) Reconcile(ctx context.Context, current func(id string) (desktop.Desktop, bool)) (written int, dropped []string, err error) {
 	gen := r.generation.Load()
-	stamped := 0
-	err := retry("reconcile this host's records", func(ctx context.Context) error {
+	err = retryCtx(ctx, "reconcile this host's records", func(ctx context.Context) error {
+		written, dropped = 0, nil
 		resp, err := r.c.Get(ctx, r.prefix+"desktops/", clientv3.WithPrefix())
 		if err != nil {
 			return err
@@ -77,23 +81,31 @@ func (r *Records) Reconcile(ctx context.Context) (int, error) {
 			if rec.Host != r.host || rec.Generation >= gen {
 				continue
 			}
-			rec.Generation = gen
-			v, err := json.Marshal(rec)
-			if err != nil {
-				return err
-			}
 			key := string(kv.Key)
-			txn, err := r.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(clientv3.OpPut(key, string(v))).Commit()
+			op := clientv3.OpDelete(key)
+			d, held := current(rec.Desktop.ID)
+			if held {
+				rec.Generation, rec.Desktop = gen, d
+				v, err := json.Marshal(rec)
+				if err != nil {
+					return err
+				}
+				op = clientv3.OpPut(key, string(v))
+			}
+			txn, err := r.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(op).Commit()
 			if err != nil {
 				return err
 			}
-			if txn.Succeeded {
-				stamped++
+			switch {
+			case txn.Succeeded && held:
+				written++
+			case txn.Succeeded:
+				dropped = append(dropped, rec.Desktop.ID)
 			}
 		}
 		return nil
 	})
-	return stamped, err
+	return written, dropped, err
 }
 
 // generations reads every host's generation from a range response.

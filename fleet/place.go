@@ -31,11 +31,13 @@ const maxPlaceAttempts = 100
 
 // reservation is the value under Prefix+"reservations/"+HOST+"/"+ID.
 type reservation struct {
-	MemoryMiB int `json:"memory_mib"`
+	MemoryMiB int    `json:"memory_mib"`
+	Snapshot  string `json:"snapshot,omitempty"`
 }
 
 // Placement is a host chosen for a desktop and the room reserved there
-// until the desktop's own record counts it; Release gives the room back.
+// until Release, which the create's caller makes once the desktop's own
+// record counts it (or the create failed).
 type Placement struct {
 	Host      Host
 	lease     clientv3.LeaseID
@@ -57,6 +59,9 @@ func (p *Placement) Release(ctx context.Context) error {
 // records, and the placements made for it and not yet released.
 type load struct {
 	desktops, memoryMiB int
+	// pending counts the reservations per snapshot: creates placed there
+	// that may take machines from its warm pool.
+	pending map[string]int
 }
 
 // Place chooses the host for a desktop of snapshot and reserves its room
@@ -119,6 +124,10 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			l := loads[host]
 			l.desktops++
 			l.memoryMiB += r.MemoryMiB
+			if l.pending == nil {
+				l.pending = map[string]int{}
+			}
+			l.pending[r.Snapshot]++
 			loads[host] = l
 		}
 		chosen, memory, err := choose(hosts, loads, snapshot)
@@ -130,7 +139,7 @@ func Place(ctx context.Context, c *clientv3.Client, prefix, snapshot, id string)
 			return nil, unreachable("place", err)
 		}
 		key := resKey + chosen.Name + "/" + id
-		v, _ := json.Marshal(reservation{MemoryMiB: memory})
+		v, _ := json.Marshal(reservation{MemoryMiB: memory, Snapshot: snapshot})
 		rev := read.Header.Revision
 		txn, err := c.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(desktopsKey), "<", rev+1).WithPrefix(),
@@ -168,8 +177,9 @@ func keepAlive(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) 
 // pure function. Candidates have room under their caps and either hold
 // the snapshot or can restore it (the same RestoreKey as a host that
 // holds it: it pulls the files before the create). Hosts that hold it come
-// first, then those with machines of it ready in their warm pool (a create
-// there takes milliseconds, not a restore), then the most free memory
+// first, then those with machines of it ready in their warm pool that
+// creates placed there and not yet made will not take (a create there
+// takes milliseconds, not a restore), then the most free memory
 // after the desktop, then the first name.
 func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, error) {
 	type candidate struct {
@@ -196,7 +206,7 @@ func choose(hosts []Host, loads map[string]load, snapshot string) (Host, int, er
 		if l.desktops+1 > h.MaxDesktops || l.memoryMiB+memory > h.MemoryMiB {
 			continue
 		}
-		cands = append(cands, candidate{h, holds, held.Warm > 0, h.MemoryMiB - l.memoryMiB - memory})
+		cands = append(cands, candidate{h, holds, held.Warm > l.pending[snapshot], h.MemoryMiB - l.memoryMiB - memory})
 	}
 	if len(cands) == 0 {
 		return Host{}, 0, fmt.Errorf("%w: %w: every host that can restore snapshot %s is at its --max-desktops or --max-memory-mib", desktop.ErrCapacity, ErrNoRoom, snapshot)

@@ -25,13 +25,13 @@ func TestChoose(t *testing.T) {
 	if err != nil || h.Name != "a" || mem != 1024 {
 		t.Fatalf("empty fleet: %s, %d, %v; want a (first name on a tie), 1024", h.Name, mem, err)
 	}
-	if h, _, _ := choose(hosts, map[string]load{"a": {1, 1024}}, "minimal"); h.Name != "b" {
+	if h, _, _ := choose(hosts, map[string]load{"a": {desktops: 1, memoryMiB: 1024}}, "minimal"); h.Name != "b" {
 		t.Fatalf("a holding a desktop: chose %s, want b (more free memory)", h.Name)
 	}
-	if h, _, _ := choose(hosts, map[string]load{"a": {1, 1024}, "b": {2, 3072}}, "minimal"); h.Name != "a" {
+	if h, _, _ := choose(hosts, map[string]load{"a": {desktops: 1, memoryMiB: 1024}, "b": {desktops: 2, memoryMiB: 3072}}, "minimal"); h.Name != "a" {
 		t.Fatalf("b full of memory: chose %s, want a", h.Name)
 	}
-	full := map[string]load{"a": {4, 4096}, "b": {1, 3584}}
+	full := map[string]load{"a": {desktops: 4, memoryMiB: 4096}, "b": {desktops: 1, memoryMiB: 3584}}
 	if _, _, err := choose(hosts, full, "minimal"); !errors.Is(err, ErrNoRoom) || !errors.Is(err, desktop.ErrCapacity) {
 		t.Fatalf("every holder full: %v, want ErrNoRoom (a capacity error)", err)
 	}
@@ -52,11 +52,15 @@ func TestChoose(t *testing.T) {
 	// free memory.
 	warm := slices.Clone(hosts)
 	warm[0].Snapshots = []HeldSnapshot{{Name: "minimal", MemoryMiB: 1024, Warm: 2}}
-	if h, _, _ := choose(warm, map[string]load{"a": {1, 1024}}, "minimal"); h.Name != "a" {
+	if h, _, _ := choose(warm, map[string]load{"a": {desktops: 1, memoryMiB: 1024}}, "minimal"); h.Name != "a" {
 		t.Fatalf("a warm, b with more free memory: chose %s, want a", h.Name)
 	}
+	// Creates placed on a and not yet made will take both its machines.
+	if h, _, _ := choose(warm, map[string]load{"a": {desktops: 2, memoryMiB: 2048, pending: map[string]int{"minimal": 2}}}, "minimal"); h.Name != "b" {
+		t.Fatalf("a's warm machines spoken for: chose %s, want b (more free memory)", h.Name)
+	}
 	capped := []Host{{Name: "a", MemoryMiB: 1 << 20, MaxDesktops: 2, Snapshots: held}}
-	if _, _, err := choose(capped, map[string]load{"a": {2, 2048}}, "minimal"); !errors.Is(err, ErrNoRoom) {
+	if _, _, err := choose(capped, map[string]load{"a": {desktops: 2, memoryMiB: 2048}}, "minimal"); !errors.Is(err, ErrNoRoom) {
 		t.Fatalf("at --max-desktops: %v, want ErrNoRoom", err)
 	}
 }

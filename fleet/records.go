@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,10 @@ const (
 // ErrNotOwned is a write to a desktop record another host holds.
 var ErrNotOwned = errors.New("the desktop's record belongs to another host")
 
+// ErrSuperseded is a write by a hostd whose generation is no longer its
+// host's: another hostd started under the same host name.
+var ErrSuperseded = errors.New("this hostd's generation was superseded")
+
 // desktopRecord is the value under a desktop's key.
 type desktopRecord struct {
 	Host       string          `json:"host"`
@@ -88,7 +93,12 @@ func (r *Records) volumePrefix() string        { return r.prefix + "volumes/" + 
 // answered, no leader yet, the attempt's time ran out); etcd refusing the
 // call (out of space, too large, denied) is returned as it is.
 func retry(what string, call func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	return retryCtx(context.Background(), what, call)
+}
+
+// retryCtx is retry within parent.
+func retryCtx(parent context.Context, what string, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, recordTimeout)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
@@ -112,7 +122,7 @@ func retry(what string, call func(ctx context.Context) error) error {
 
 // transient says whether another try of an etcd call may succeed.
 func transient(err error) bool {
-	if errors.Is(err, ErrNotOwned) || errors.Is(err, errBadRecord) {
+	if errors.Is(err, ErrNotOwned) || errors.Is(err, ErrSuperseded) || errors.Is(err, errBadRecord) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -177,15 +187,25 @@ func (r *Records) DeleteDesktop(id string) error {
 // ownedTxn runs op on key if the key is absent or this host's, retrying
 // when another writer changed it between the read and the write.
 func (r *Records) ownedTxn(what, key string, op clientv3.Op) error {
+	gen := r.generation.Load()
+	genKey := generationKey(r.prefix, r.host)
 	return retry(what, func(ctx context.Context) error {
 		for {
-			resp, err := r.c.Get(ctx, key)
+			read, err := r.c.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(genKey)).Commit()
 			if err != nil {
 				return err
 			}
-			cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-			if len(resp.Kvs) == 1 {
-				kv := resp.Kvs[0]
+			cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+			if gen > 0 {
+				// The generation fences this hostd off once another
+				// took this host's name: its writes would show as lost.
+				if now := generations(r.prefix, read.Responses[1].GetResponseRange().Kvs)[r.host]; now != gen {
+					return fmt.Errorf("%s: %w: this hostd is generation %d of host %s, and generation %d has started since: two hostd run as %s; stop one, and restart the other", what, ErrSuperseded, gen, r.host, now, r.host)
+				}
+				cmps = append(cmps, clientv3.Compare(clientv3.Value(genKey), "=", strconv.FormatUint(gen, 10)))
+			}
+			if kvs := read.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+				kv := kvs[0]
 				var rec desktopRecord
 				if err := json.Unmarshal(kv.Value, &rec); err != nil {
 					return fmt.Errorf("%w: %s: record %s: %w", errBadRecord, what, key, err)
@@ -193,9 +213,9 @@ func (r *Records) ownedTxn(what, key string, op clientv3.Op) error {
 				if rec.Host != r.host {
 					return fmt.Errorf("%s: %w (%s)", what, ErrNotOwned, rec.Host)
 				}
-				cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+				cmps[0] = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 			}
-			txn, err := r.c.Txn(ctx).If(cmp).Then(op).Commit()
+			txn, err := r.c.Txn(ctx).If(cmps...).Then(op).Commit()
 			if err != nil {
 				return err
 			}

@@ -68,9 +68,9 @@ func TestRecordsOfTwoHosts(t *testing.T) {
 }
 
 // A host that starts again takes a new generation: until it has
-// reconciled its records (written each again, or stamped them), the fleet
-// shows them host_lost and passes nothing to them, though its old lease
-// may still list it.
+// reconciled its records (written each again as its recovery holds it,
+// or deleted it), the fleet shows them host_lost and passes nothing to
+// them, though its old lease may still list it.
 func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	tc := startCluster(t, 1, false)
 	prefix := freshPrefix()
@@ -84,21 +84,23 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787"}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"d-1", "d-2"} {
+	for _, id := range []string{"d-1", "d-2", "d-3"} {
 		if err := before.PutDesktop(desktop.Desktop{ID: id, State: desktop.StateRunning}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	var states map[string]desktop.State
 	lost := func() map[string]bool {
 		t.Helper()
 		ds, err := Desktops(ctx, c, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]bool{}
+		out, st := map[string]bool{}, map[string]desktop.State{}
 		for _, d := range ds {
-			out[d.Desktop.ID] = d.Lost
+			out[d.Desktop.ID], st[d.Desktop.ID] = d.Lost, d.Desktop.State
 		}
+		states = st
 		return out
 	}
 	if l := lost(); l["d-1"] || l["d-2"] {
@@ -109,8 +111,13 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if gen, err := after.StartGeneration(ctx); err != nil || gen != 2 {
 		t.Fatalf("the generation after a restart: %d, %v; want 2", gen, err)
 	}
-	if l := lost(); !l["d-1"] || !l["d-2"] {
-		t.Fatalf("after the restart, before recovery: lost %v; want both", l)
+	if l := lost(); !l["d-1"] || !l["d-2"] || !l["d-3"] {
+		t.Fatalf("after the restart, before recovery: lost %v; want all", l)
+	}
+	// The earlier hostd, were it still running (two under one name), is
+	// fenced off: its writes would show as lost.
+	if err := before.PutDesktop(desktop.Desktop{ID: "d-1", State: desktop.StateRunning}); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("the superseded generation wrote a record: %v", err)
 	}
 	if _, _, _, err := Locate(ctx, c, prefix, "d-1"); !errors.Is(err, desktop.ErrUnavailable) {
 		t.Fatalf("a request for an unreconciled desktop was located: %v", err)
@@ -122,16 +129,26 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if l := lost(); !l["d-1"] || l["d-2"] {
 		t.Fatalf("after d-2's record was written again: lost %v; want d-1 alone", l)
 	}
-	if n, err := after.Reconcile(ctx); err != nil || n != 1 {
-		t.Fatalf("reconcile stamped %d records, %v; want d-1's", n, err)
+	// Recovery holds d-1 as failed, though its write of that did not
+	// reach etcd, and dropped d-3 without deleting its record.
+	held := map[string]desktop.Desktop{
+		"d-1": {ID: "d-1", State: desktop.StateFailed},
+		"d-2": {ID: "d-2", State: desktop.StateFailed},
 	}
-	if l := lost(); l["d-1"] || l["d-2"] {
-		t.Fatalf("after reconciling: lost %v; want none", l)
+	current := func(id string) (desktop.Desktop, bool) { d, ok := held[id]; return d, ok }
+	if n, dropped, err := after.Reconcile(ctx, current); err != nil || n != 1 || len(dropped) != 1 || dropped[0] != "d-3" {
+		t.Fatalf("reconcile wrote %d records and dropped %v, %v; want d-1's written, d-3's dropped", n, dropped, err)
+	}
+	if l := lost(); l["d-1"] || l["d-2"] || len(l) != 2 {
+		t.Fatalf("after reconciling: lost %v; want d-1 and d-2, neither lost", l)
+	}
+	if states["d-1"] != desktop.StateFailed {
+		t.Fatalf("d-1 after reconciling is %s; want what recovery holds, failed", states["d-1"])
 	}
 	if _, addr, ok, err := Locate(ctx, c, prefix, "d-1"); err != nil || !ok || addr != "127.0.0.21:8787" {
 		t.Fatalf("d-1 after reconciling: %s, %v, %v", addr, ok, err)
 	}
-	if n, err := after.Reconcile(ctx); err != nil || n != 0 {
-		t.Fatalf("a second reconcile stamped %d records, %v; want none", n, err)
+	if n, dropped, err := after.Reconcile(ctx, current); err != nil || n != 0 || len(dropped) != 0 {
+		t.Fatalf("a second reconcile wrote %d records and dropped %v, %v; want none", n, dropped, err)
 	}
 }

@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	if a.fleet != nil {
-		if err := a.fleet.reconcile(ctx); err != nil {
+		if err := a.fleet.reconcile(ctx, a.Manager); err != nil {
 			a.Close()
 			return nil, err
 		}

@@ -185,15 +185,22 @@ func (f *fleetHost) startGeneration(ctx context.Context) error {
 	return nil
 }
 
-// reconcile, once recovery has run, stamps this host's records of earlier
-// generations with this one: the others show them as they are again.
-func (f *fleetHost) reconcile(ctx context.Context) error {
-	n, err := f.Reconcile(ctx)
+// reconcile, once recovery has run, writes this host's records of earlier
+// generations again as m holds each desktop now: the others show them as
+// they are again.
+func (f *fleetHost) reconcile(ctx context.Context, m *desktop.Manager) error {
+	n, dropped, err := f.Reconcile(ctx, func(id string) (desktop.Desktop, bool) {
+		d, err := m.Get(id)
+		return d, err == nil
+	})
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		f.log.Info("reconciled the desktop records of this host's earlier generations", "records", n, "generation", f.generation)
+	}
+	if len(dropped) > 0 {
+		f.log.Warn("deleted desktop records of this host that its recovery dropped", "desktops", dropped)
 	}
 	return nil
 }

@@ -491,10 +491,8 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	}
 	// h2 came back as a new generation, which reconciled the record.
 	_, f, _ = names(ctx, observer)
-	for _, h := range f.Hosts {
-		if h.Name == "h2" && h.Generation != 2 {
-			t.Errorf("h2 after one restart is generation %d, want 2", h.Generation)
-		}
+	if i := slices.IndexFunc(f.Hosts, func(h api.FleetHost) bool { return h.Name == "h2" }); i < 0 || f.Hosts[i].Generation != 2 {
+		t.Errorf("h2 after one restart, in %s's fleet status: %+v; want it at generation 2", observer.name, f.Hosts)
 	}
 	throughOther(ctx, t, observer, d.ID)
 
