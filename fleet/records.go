@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -128,7 +129,14 @@ func transient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
-	switch status.Code(err) {
+	code := status.Code(err)
+	// The client turns etcd's own errors ("leader changed", "no
+	// leader") into EtcdError, whose code status.Code does not see.
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		code = etcdErr.Code()
+	}
+	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
 		return true
 	}

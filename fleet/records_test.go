@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -150,5 +152,25 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	}
 	if n, dropped, err := after.Reconcile(ctx, current); err != nil || n != 0 || len(dropped) != 0 {
 		t.Fatalf("a second reconcile wrote %d records and dropped %v, %v; want none", n, dropped, err)
+	}
+}
+
+// What etcd says while it elects is tried again; what it refuses is not.
+func TestTransient(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{rpctypes.ErrLeaderChanged, true},
+		{fmt.Errorf("put: %w", rpctypes.ErrNoLeader), true},
+		{context.DeadlineExceeded, true},
+		{rpctypes.ErrRequestTooLarge, false},
+		{rpctypes.ErrNoSpace, false},
+		{fmt.Errorf("put: %w", ErrNotOwned), false},
+		{fmt.Errorf("put: %w", ErrSuperseded), false},
+	} {
+		if got := transient(tt.err); got != tt.want {
+			t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
