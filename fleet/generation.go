@@ -67,8 +67,9 @@ func (r *Records) StartGeneration(ctx context.Context) (uint64, error) {
 // changed meanwhile is left to the write that changed it.
 func (r *Records) Reconcile(ctx context.Context, current func(id string) (desktop.Desktop, bool)) (written int, dropped []string, err error) {
 	gen := r.generation.Load()
+	genKey := generationKey(r.prefix, r.host)
+	fence := clientv3.Compare(clientv3.Value(genKey), "=", strconv.FormatUint(gen, 10))
 	err = retryCtx(ctx, "reconcile this host's records", func(ctx context.Context) error {
-		written, dropped = 0, nil
 		resp, err := r.c.Get(ctx, r.prefix+"desktops/", clientv3.WithPrefix())
 		if err != nil {
 			return err
@@ -92,9 +93,15 @@ func (r *Records) Reconcile(ctx context.Context, current func(id string) (deskto
 				}
 				op = clientv3.OpPut(key, string(v))
 			}
-			txn, err := r.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(op).Commit()
+			txn, err := r.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), fence).
+				Then(op).Else(clientv3.OpGet(genKey)).Commit()
 			if err != nil {
 				return err
+			}
+			if !txn.Succeeded {
+				if now := generations(r.prefix, txn.Responses[0].GetResponseRange().Kvs)[r.host]; now != gen {
+					return superseded("reconcile", r.host, gen, now)
+				}
 			}
 			switch {
 			case txn.Succeeded && held:

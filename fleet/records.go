@@ -61,6 +61,10 @@ var ErrNotOwned = errors.New("the desktop's record belongs to another host")
 // host's: another hostd started under the same host name.
 var ErrSuperseded = errors.New("this hostd's generation was superseded")
 
+func superseded(what, host string, gen, now uint64) error {
+	return fmt.Errorf("%w: %s: %w: this hostd is generation %d of host %s, and generation %d has started since: two hostd run as %s; stop one, and restart the other", desktop.ErrUnavailable, what, ErrSuperseded, gen, host, now, host)
+}
+
 // desktopRecord is the value under a desktop's key.
 type desktopRecord struct {
 	Host       string          `json:"host"`
@@ -208,7 +212,7 @@ func (r *Records) ownedTxn(what, key string, op clientv3.Op) error {
 				// The generation fences this hostd off once another
 				// took this host's name: its writes would show as lost.
 				if now := generations(r.prefix, read.Responses[1].GetResponseRange().Kvs)[r.host]; now != gen {
-					return fmt.Errorf("%s: %w: this hostd is generation %d of host %s, and generation %d has started since: two hostd run as %s; stop one, and restart the other", what, ErrSuperseded, gen, r.host, now, r.host)
+					return superseded(what, r.host, gen, now)
 				}
 				cmps = append(cmps, clientv3.Compare(clientv3.Value(genKey), "=", strconv.FormatUint(gen, 10)))
 			}

@@ -121,6 +121,20 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if err := before.PutDesktop(desktop.Desktop{ID: "d-1", State: desktop.StateRunning}); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("the superseded generation wrote a record: %v", err)
 	}
+	// A third start before the second has reconciled: the second's
+	// reconcile, which would delete what its recovery does not hold, is
+	// refused and deletes nothing; the third goes on.
+	third := NewRecords(c, "a", prefix)
+	if gen, err := third.StartGeneration(ctx); err != nil || gen != 3 {
+		t.Fatalf("the third generation: %d, %v", gen, err)
+	}
+	if _, _, err := after.Reconcile(ctx, func(string) (desktop.Desktop, bool) { return desktop.Desktop{}, false }); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("a superseded generation reconciled: %v", err)
+	}
+	if l := lost(); len(l) != 3 {
+		t.Fatalf("after the superseded reconcile: records %v; want all three still there", l)
+	}
+	after = third
 	if _, _, _, err := Locate(ctx, c, prefix, "d-1"); !errors.Is(err, desktop.ErrUnavailable) {
 		t.Fatalf("a request for an unreconciled desktop was located: %v", err)
 	}

@@ -29,9 +29,11 @@ const (
 	peerSteady = 30 * time.Second
 )
 
-// errPeerRefused is a host refusing the caller's token (rotated since the
-// stream opened): the whole stream ends, and the client, reconnecting,
-// learns its token is gone.
+// errPeerRefused is a host refusing the caller's token: when this host
+// refuses it too (rotated since the stream opened), the whole stream
+// ends, and the client, reconnecting, learns its token is gone; while
+// this host still takes it (the rotation on its way here), the host is
+// tried again later.
 var errPeerRefused = errors.New("the host refused the token")
 
 // peerRefresh is how often a fleet's event stream lists the hosts again:
@@ -104,8 +106,8 @@ func (s *Server) followPeer(ctx context.Context, addr, authorization string, out
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errPeerRefused) {
-			s.log.Warn("events: a fleet host refused the stream's token; ending the stream", "host", addr)
+		if tok, _ := strings.CutPrefix(authorization, "Bearer "); errors.Is(err, errPeerRefused) && !s.validDaemonToken(strings.TrimSpace(tok)) {
+			s.log.Warn("events: the stream's token was rotated away; ending the stream", "host", addr)
 			refused()
 			return
 		}

@@ -165,6 +165,21 @@ func TestRequestsReachTheHostThatRunsTheDesktop(t *testing.T) {
 	}
 }
 
+// statusRecorder keeps the status a handler answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() { s.ResponseWriter.(http.Flusher).Flush() }
+
 // A fleet's event stream, asked of one host, carries the other hosts'
 // desktop events (marked with their host) and this host's snapshot pulls;
 // a host asks the others for their own events only.
@@ -177,14 +192,26 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 			t.Error("b was asked for its peers by a stream passed on to it")
 			return nil, nil
 		}})
-	b := httptest.NewServer(otherAPI.Handler())
+	// refused tells when b has refused a request for its events.
+	refused := make(chan struct{}, 16)
+	otherHandler := otherAPI.Handler()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		otherHandler.ServeHTTP(rec, r)
+		if r.URL.Path == "/v1/events" && rec.status == http.StatusUnauthorized {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+	}))
 	t.Cleanup(b.Close)
 	bAddr := strings.TrimPrefix(b.URL, "http://")
 
 	here := drivetest.NewDesktop(t)
 	var pulls fanout.Broker[api.Event]
 	var joined atomic.Bool // b joins the fleet after a's stream opened
-	a := httptest.NewServer(web.New(web.Config{Manager: here.Manager, Token: actToken, HostName: "a",
+	aAPI := web.New(web.Config{Manager: here.Manager, Token: actToken, HostName: "a",
 		Peers: func(context.Context) ([]string, error) {
 			if joined.Load() {
 				return []string{bAddr}, nil
@@ -192,7 +219,8 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 			return nil, nil
 		},
 		PullEvents: pulls.Subscribe,
-	}).Handler())
+	})
+	a := httptest.NewServer(aAPI.Handler())
 	t.Cleanup(a.Close)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -247,9 +275,22 @@ func TestAFleetsEventStreamCarriesEveryHost(t *testing.T) {
 	if ev := next("the pull", func(ev api.Event) bool { return ev.Type == api.EventPulling }); ev.Pull == nil || ev.Pull.Snapshot != "snap" || ev.Desktop != nil {
 		t.Errorf("a pull event: %+v", ev)
 	}
-	// The token rotated (on b, as the fleet's rotation reaches it) and b's
-	// stream cut: b refuses the stream's token when a follows it again,
-	// and a ends the stream rather than follow b no more in silence.
+	// b refuses the stream's token (say a rotation that reaches a later,
+	// or one b alone took) when a follows it again: a, which still takes
+	// the token, keeps the stream and tries b again, and follows it once
+	// b takes the token.
+	otherAPI.SetToken("wd_rotated")
+	b.CloseClientConnections()
+	select {
+	case <-refused:
+	case <-ctx.Done():
+		t.Fatal("b never refused a's stream after its stream was cut")
+	}
+	otherAPI.SetToken(actToken)
+	next("b followed again after its refusal", func(ev api.Event) bool { return ev.Type == api.EventFollowing && ev.Summary == bAddr })
+	// The token rotated on both: a ends the stream (the client then
+	// learns its token is gone) rather than follow b no more in silence.
+	aAPI.SetToken("wd_rotated")
 	otherAPI.SetToken("wd_rotated")
 	b.CloseClientConnections()
 	for {

@@ -310,23 +310,26 @@ func (f *fleetHost) setFleetToken(tok string) {
 // it when this returns, and the token file is written at once too, for
 // the caller to read.
 func (f *fleetHost) rotateToken(path string) (string, error) {
-	tok := newToken()
+	tok, old := newToken(), f.fleetToken()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, f.fleetToken(), tok); err != nil {
+	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, old, tok); err != nil {
 		return "", err
 	}
-	f.keepToken(path, tok)
+	// Unless the watch has already brought a later rotation (from
+	// another host), which this one must not undo.
+	f.keepToken(path, old, tok)
 	return tok, nil
 }
 
-// keepToken makes tok this host's fleet token and writes it to the token
-// file; a failed write is logged (the token holds all the same: the API
-// checks it and the fleet has it).
-func (f *fleetHost) keepToken(path, tok string) {
+// keepToken makes tok this host's fleet token, if it is still from (any
+// token when from is empty), and writes it to the token file; a failed
+// write is logged (the token holds all the same: the API checks it and
+// the fleet has it).
+func (f *fleetHost) keepToken(path, from, tok string) {
 	f.tokenMu.Lock()
 	defer f.tokenMu.Unlock()
-	if f.token == tok {
+	if f.token == tok || (from != "" && f.token != from) {
 		return
 	}
 	f.token = tok
@@ -344,7 +347,7 @@ func (f *fleetHost) followToken(path string, adopt func(string)) {
 	f.stopWatch = cancel
 	f.mu.Unlock()
 	go fleet.WatchToken(ctx, f.client, f.prefix, func(tok string) {
-		f.keepToken(path, tok)
+		f.keepToken(path, "", tok)
 		adopt(tok)
 	})
 }
