@@ -175,6 +175,11 @@ func splitJPEG(data []byte) (jpegParts, error) {
 		}
 		switch marker {
 		case markerSOF0:
+			// Length, precision, height, width and the component
+			// count at least: the height is rewritten in place.
+			if end < pos+2+8 {
+				return p, fmt.Errorf("%w: SOF0 of %d bytes is too short", errJPEGJoin, end-pos-2)
+			}
 			p.sofHeight = pos + 5
 		case markerSOS:
 			if p.sofHeight < 0 {

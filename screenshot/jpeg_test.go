@@ -121,7 +121,10 @@ func TestJPEGRejectsBadInput(t *testing.T) {
 }
 
 func TestSplitJPEGRejectsGarbage(t *testing.T) {
-	for _, data := range [][]byte{nil, {0xff, 0xd8}, []byte("not a jpeg at all"), {0xff, 0xd8, 0xff, 0xc0, 0x00, 0x40, 0xff, 0xd9}} {
+	for _, data := range [][]byte{nil, {0xff, 0xd8}, []byte("not a jpeg at all"), {0xff, 0xd8, 0xff, 0xc0, 0x00, 0x40, 0xff, 0xd9},
+		// Found by FuzzSplitJPEG: a SOF0 too short to hold the height it is
+		// said to hold, which joinJPEGBands would write past the header.
+		[]byte("\xff\xd8\xff\xc0\x00\x02\xff\xda\x00\x02\xff\xd9")} {
 		if _, err := splitJPEG(data); err == nil {
 			t.Errorf("splitJPEG(% x) accepted garbage", data)
 		}
