@@ -101,6 +101,7 @@ func (m *Machine) watchDiskBound(sub qemuvm.Events) {
 			}
 			continue
 		}
+		m.boundCrossings.Add(1)
 		stopCtx, stopCancel := context.WithTimeout(ctx, 10*time.Second)
 		err = m.Pause(stopCtx)
 		stopCancel()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -130,6 +131,10 @@ type Machine struct {
 	halted       chan string
 	boundMu      sync.Mutex
 	boundWatched bool
+	// boundCrossings counts the disk bound's crossings seen, each counted
+	// before the pause it causes: a resume that finds the domain paused
+	// again by one was not refused.
+	boundCrossings atomic.Uint64
 }
 
 var _ desktop.Machine = (*Machine)(nil)
@@ -319,12 +324,18 @@ func (m *Machine) Resume(ctx context.Context) error {
 // OK and leaves the domain paused.
 func (m *Machine) resume(ctx context.Context) error {
 	dom := m.domain()
+	crossings := m.boundCrossings.Load()
 	if err := do(ctx, m.drv.conn, func(l *golibvirt.Libvirt) error { return l.DomainResume(dom) }); err != nil {
 		return err
 	}
 	st, err := m.state(ctx)
 	if err != nil {
 		return err
+	}
+	if st == golibvirt.DomainPaused && m.boundCrossings.Load() != crossings {
+		// The guest ran, and wrote past its disk bound again at once:
+		// paused by the bound (Halted says so), not a refused resume.
+		return nil
 	}
 	if st != golibvirt.DomainRunning {
 		status, _ := qemuvm.Status(ctx, m.monitor())
