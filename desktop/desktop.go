@@ -126,6 +126,12 @@ type Desktop struct {
 	// Labels and Env are the create's (see CreateRequest).
 	Labels map[string]string `json:"labels,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
+	// GuestPending says the guest's clock and identity are yet to be set:
+	// a restored machine starts with its template's, and they are set in
+	// the background once it runs. When a restart of hostd (or a pause
+	// that outlasted the setting) cut that short, a running desktop's are
+	// set at recovery and a paused one's when it resumes.
+	GuestPending bool `json:"guest_pending,omitempty"`
 }
 
 // Setup states.

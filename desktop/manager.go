@@ -133,6 +133,9 @@ type entry struct {
 	guestReady chan struct{}
 	// onCreate are the commands a new desktop runs once restored.
 	onCreate []string
+	// settingGuest is set while a goroutine sets the guest's clock and
+	// identity, so a resume does not start a second.
+	settingGuest bool
 }
 
 func (e *entry) snapshot() Desktop {
@@ -425,9 +428,10 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		ID: id, Name: req.Name, Snapshot: snap.Name, State: StateCreating, Network: req.Network.Normalized(),
 		Resources: Resources{CPUs: snap.Manifest.Machine.CPUs, MemoryMiB: snap.Manifest.Machine.MemoryMiB, DiskMiB: req.DiskMiB},
 		CreatedAt: now, LastUsedAt: now, ForkOf: forkOf, Driver: m.drv.Name(),
-		Control: Control{Holder: ControlAgent, Since: now},
-		Uses:    m.lineage(snap),
-		Labels:  maps.Clone(req.Labels), Env: maps.Clone(req.Env),
+		Control:      Control{Holder: ControlAgent, Since: now},
+		Uses:         m.lineage(snap),
+		GuestPending: true,
+		Labels:       maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 	}
 	if d.Name == "" {
 		d.Name = id
@@ -579,12 +583,29 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *tim
 		closeReady(e, ready)
 		return nil
 	}
+	return m.setUpGuest(e, mach, start, ready)
+}
+
+// setUpGuest sets a fresh machine's guest clock and identity in the
+// background, then runs its on_create commands, and closes ready when
+// done. The record's GuestPending is cleared once clock and identity are
+// set, so a restart before then sets them again.
+func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready chan struct{}) <-chan clockSet {
+	d := e.snapshot()
 	var set chan clockSet
 	if start != nil {
 		set = make(chan clockSet, 1)
 	}
+	e.mu.Lock()
+	e.settingGuest = true
+	e.mu.Unlock()
 	go func() {
 		defer closeReady(e, ready)
+		defer func() {
+			e.mu.Lock()
+			e.settingGuest = false
+			e.mu.Unlock()
+		}()
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
 		hostNow := m.now()
@@ -617,11 +638,43 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *tim
 			}
 			return
 		}
+		m.guestSetUp(e, mach)
 		if cmds := takeOnCreate(e); len(cmds) > 0 {
 			m.runSetup(m.base, e, mach, cmds, nil)
 		}
 	}()
 	return set
+}
+
+// guestSetUp records that mach's guest has its own clock and identity.
+func (m *Manager) guestSetUp(e *entry, mach Machine) {
+	e.mu.Lock()
+	if e.m != mach || !e.d.GuestPending || e.d.State == StateDeleted || e.d.State == StateStopping {
+		e.mu.Unlock()
+		return
+	}
+	e.d.GuestPending = false
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
+	}
+}
+
+// finishGuestSetUp sets the clock and identity of a resumed desktop whose
+// guest never got them (a pause or a restart of hostd cut that short).
+// Callers that wait for its guest wait for that too.
+func (m *Manager) finishGuestSetUp(e *entry) {
+	e.mu.Lock()
+	mach := e.m
+	if !e.d.GuestPending || e.settingGuest || mach == nil || e.d.State != StateRunning {
+		e.mu.Unlock()
+		return
+	}
+	e.guestReady = make(chan struct{})
+	ready := e.guestReady
+	e.mu.Unlock()
+	m.setUpGuest(e, mach, nil, ready)
 }
 
 // clockSet is how setting a guest's asked-for clock went: the offset of
@@ -979,12 +1032,18 @@ func (m *Manager) Pause(ctx context.Context, id string) (Desktop, error) {
 
 // Resume continues a paused desktop.
 func (m *Manager) Resume(ctx context.Context, id string) (Desktop, error) {
-	return m.transition(ctx, id, "resume", StateRunning, func(e *entry) error {
+	d, err := m.transition(ctx, id, "resume", StateRunning, func(e *entry) error {
 		if e.snapshot().State != StatePaused {
 			return &TransitionError{ID: id, From: e.snapshot().State, Action: "resume"}
 		}
 		return e.m.Resume(ctx)
 	})
+	if err == nil {
+		if e, lerr := m.lookup(id); lerr == nil {
+			m.finishGuestSetUp(e)
+		}
+	}
+	return d, err
 }
 
 // Hibernate saves a desktop's whole state to disk and ends its machine.
@@ -1043,6 +1102,7 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		e.mu.Lock()
 		e.m = mach
 		e.d.Machine = mach.Record()
+		e.d.GuestPending = true
 		e.guestReady = make(chan struct{})
 		e.mu.Unlock()
 		// A woken desktop slept for a while: its clock needs setting again

@@ -435,3 +435,82 @@ func TestCreateGivesTheCloneItsIdentity(t *testing.T) {
 		t.Errorf("/etc/machine-id: %q, want 32 hex digits and a newline", id)
 	}
 }
+
+// A restart of hostd that cuts short the setting of a clone's clock and
+// identity sets them again: a running desktop's at recovery, a paused
+// one's (whose guest answers nothing) when it resumes.
+func TestRestartFinishesTheGuestSetUp(t *testing.T) {
+	f, cat := fakeSetup(t)
+	store := desktoptest.NewMemStore()
+	ctx := context.Background()
+	m := desktop.NewManager(ctx, desktop.Config{Driver: f, Store: store, Catalog: cat})
+	release := f.HoldAgents()
+	defer release()
+	running, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	// hostd stops: its Manager and the driver's agent connections go.
+	m.Close()
+	f.Close()
+	release()
+	recs, err := store.LoadDesktops()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records: %v %v", recs, err)
+	}
+	for _, r := range recs {
+		if !r.GuestPending {
+			t.Fatalf("%s: recorded with its guest set up, though the setting was cut", r.ID)
+		}
+	}
+
+	m = desktop.NewManager(ctx, desktop.Config{Driver: f, Store: store, Catalog: cat})
+	defer m.Close()
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	setUp := func(id string) {
+		t.Helper()
+		mach, _, err := m.Machine(wctx, id, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm := mach.(*desktoptest.FakeMachine)
+		if fm.Clock().IsZero() {
+			t.Errorf("%s: guest clock never set", id)
+		}
+		if got, _ := fm.File("/etc/hostname"); got != id+"\n" {
+			t.Errorf("%s: /etc/hostname %q", id, got)
+		}
+		if d, err := m.Get(id); err != nil || d.GuestPending {
+			t.Errorf("%s: still pending after its set-up (%v)", id, err)
+		}
+	}
+	setUp(running.ID)
+	mach, _, err := m.Machine(wctx, paused.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mach.(*desktoptest.FakeMachine).Clock().IsZero() {
+		t.Fatal("a paused guest's clock was set")
+	}
+	if _, err := m.Resume(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	setUp(paused.ID)
+	recs, _ = store.LoadDesktops()
+	for _, r := range recs {
+		if r.GuestPending {
+			t.Errorf("%s: recorded as pending after its set-up", r.ID)
+		}
+	}
+}

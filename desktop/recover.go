@@ -119,8 +119,10 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 		m.mu.Lock()
 		m.desktops[d.ID] = e
 		m.mu.Unlock()
-		// The guest was set up before the restart.
-		m.machineUp(e, mach, false, nil)
+		// The guest was set up before the restart, unless the restart cut
+		// that short: then a running desktop's is set up now, a paused
+		// one's when it resumes.
+		m.machineUp(e, mach, d.GuestPending && d.State == StateRunning, nil)
 		log.Info("reattached", "state", d.State)
 		return
 	}

@@ -96,6 +96,7 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 		e.onCreate = snap.Manifest.OnCreate
 		e.d.Setup = &Setup{State: SetupRunning, Commands: len(e.onCreate)}
 	}
+	e.d.GuestPending = true
 	e.guestReady = make(chan struct{})
 	d = e.d
 	e.mu.Unlock()

@@ -36,6 +36,39 @@ type Fake struct {
 	// Guest, when set, is every machine's guest agent for the commands it
 	// speaks (exec, files); set it before the first machine starts.
 	Guest *Guest
+	// agentGate, while set, holds every guest agent's answers (HoldAgents).
+	agentGate chan struct{}
+	// cut closes when Close cuts the agent calls in flight.
+	cut chan struct{}
+}
+
+// Close cuts the guest agent calls in flight, as a real driver's end
+// closes its connections to the guests. The Fake stays usable: the
+// conformance suite's "restarted" hostd drives the same machines.
+func (f *Fake) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.cut)
+	f.cut = make(chan struct{})
+}
+
+// HoldAgents makes every machine's guest agent wait before answering until
+// release is called (or the call's context ends), so a test can stop hostd
+// while a guest's setup is in flight.
+func (f *Fake) HoldAgents() (release func()) {
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.agentGate = gate
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.agentGate = nil
+			f.mu.Unlock()
+			close(gate)
+		})
+	}
 }
 
 var _ desktop.Driver = (*Fake)(nil)
@@ -44,6 +77,7 @@ var _ desktop.Driver = (*Fake)(nil)
 func NewFake() *Fake {
 	return &Fake{
 		machines: map[string]*FakeMachine{},
+		cut:      make(chan struct{}),
 		shape:    desktop.MachineShape{QEMUVersion: "fake", QEMUSHA256: "fakefakefakefake", Accel: "tcg", Type: "fake-q35", CPU: "max"},
 	}
 }
@@ -210,7 +244,9 @@ type FakeMachine struct {
 	mu     sync.Mutex
 	rec    fakeRecord
 	status string
-	inputs [][]desktop.InputEvent
+	// resumed is closed when a paused machine runs again; nil while it runs.
+	resumed chan struct{}
+	inputs  [][]desktop.InputEvent
 	// pointer is where the last move went (shown once moved); keys counts
 	// key presses: the fake screen shows both, as a guest's would.
 	pointer *image.Point
@@ -300,8 +336,53 @@ func (m *FakeMachine) setStatus(s string) error {
 	}
 	m.mu.Lock()
 	m.status = s
+	switch {
+	case s == "paused" && m.resumed == nil:
+		m.resumed = make(chan struct{})
+	case s == "running" && m.resumed != nil:
+		close(m.resumed)
+		m.resumed = nil
+	}
 	m.mu.Unlock()
 	return nil
+}
+
+// answering waits until the guest could answer its agent: it runs (a
+// paused guest answers nothing, like a real one) and HoldAgents does not
+// hold it.
+func (m *FakeMachine) answering(ctx context.Context) error {
+	m.f.mu.Lock()
+	cut := m.f.cut
+	m.f.mu.Unlock()
+	for {
+		m.f.mu.Lock()
+		wait := m.f.agentGate
+		m.f.mu.Unlock()
+		m.mu.Lock()
+		ended := m.ended
+		if wait == nil {
+			wait = m.resumed
+		}
+		m.mu.Unlock()
+		select {
+		case <-cut:
+			return fmt.Errorf("%w: the driver closed its connection to the guest agent", desktop.ErrUnavailable)
+		default:
+		}
+		if ended {
+			return fmt.Errorf("%w: machine ended", desktop.ErrUnavailable)
+		}
+		if wait == nil {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-cut:
+		case <-m.exited:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the guest agent did not answer: %w", desktop.ErrUnavailable, ctx.Err())
+		}
+	}
 }
 
 // Stopped says whether the machine is paused.
@@ -524,7 +605,7 @@ type fakeAgent struct{ m *FakeMachine }
 
 // Call answers the commands the Manager and the suite use.
 func (a fakeAgent) Call(ctx context.Context, command string, args, result any) error {
-	if err := a.m.alive(); err != nil {
+	if err := a.m.answering(ctx); err != nil {
 		return err
 	}
 	var reply any

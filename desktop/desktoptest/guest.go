@@ -327,7 +327,7 @@ type guestOrFake struct {
 }
 
 func (a guestOrFake) Call(ctx context.Context, command string, args, result any) error {
-	if err := a.fake.m.alive(); err != nil {
+	if err := a.fake.m.answering(ctx); err != nil {
 		return err
 	}
 	if handled, err := a.g.call(ctx, command, args, result); handled {
