@@ -83,6 +83,45 @@ func TestDesktopQEMUHasACgroupOfItsOwn(t *testing.T) {
 	}
 }
 
+// A desktop domain no record owns, found by the next hostd's sweep, goes
+// with its cgroup: no machine of that hostd watched it end.
+func TestSweepRemovesTheCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups need root")
+	}
+	baked := testenv.Snapshot(t, "minimal")
+	run, data := testenv.RunDir(t), t.TempDir()
+	drv := newDriver(t, run, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := drv.Restore(ctx, desktop.RestoreSpec{ID: desktop.NewID("cg-"), Snapshot: baked.Snapshot})
+	if err != nil {
+		drv.Close()
+		t.Fatal(err)
+	}
+	var rec struct {
+		Cgroup []string `json:"cgroup"`
+	}
+	if err := json.Unmarshal(m.Record(), &rec); err != nil || len(rec.Cgroup) == 0 {
+		m.Destroy(context.WithoutCancel(ctx))
+		drv.Close()
+		t.Fatalf("the machine's record names no cgroup (%v): %s", err, m.Record())
+	}
+	// hostd stops with the domain running and unrecorded.
+	drv.Close()
+	next := newDriver(t, run, data)
+	defer next.Close()
+	swept, err := next.Sweep(ctx, nil)
+	if err != nil || len(swept) != 1 {
+		t.Fatalf("sweep = %v, %v; want the one domain", swept, err)
+	}
+	for _, dir := range rec.Cgroup {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the swept desktop's cgroup %s is still there (%v)", dir, err)
+		}
+	}
+}
+
 func readInt(t *testing.T, path string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)

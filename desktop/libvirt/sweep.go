@@ -54,6 +54,15 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 			continue
 		}
 		do(ctx, d.conn, func(l *golibvirt.Libvirt) error { return l.DomainUndefineFlags(dom, 0) })
+		// No machine of this hostd watched the domain end, so its cgroup
+		// goes here (it has none when libvirt placed it, or none was made).
+		if d.cgroups != nil {
+			if g, err := d.cgroups.Group(meta.ID); err == nil {
+				if err := g.Remove(); err != nil {
+					errs = append(errs, fmt.Errorf("sweep: %w", err))
+				}
+			}
+		}
 		if hibernated[meta.ID] {
 			dirs.DataDir = ""
 		}
