@@ -82,6 +82,39 @@ func TestIDsLeases(t *testing.T) {
 	}
 }
 
+// Hold takes one id's lease again, and only while nobody else holds it.
+func TestIDsHold(t *testing.T) {
+	dir := t.TempDir()
+	a, err := NewIDs(IDRange{First: 70000, Count: 3}, 0, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewIDs(IDRange{First: 70000, Count: 3}, 0, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Hold(70002)
+	if err != nil || held.ID != 70002 {
+		t.Fatalf("Hold(70002) = %v, %v", held, err)
+	}
+	if _, err := a.Hold(70002); !errors.Is(err, ErrIDHeld) {
+		t.Fatalf("Hold of an id held elsewhere = %v, want ErrIDHeld", err)
+	}
+	if _, err := a.Hold(69999); err == nil {
+		t.Fatal("Hold of an id outside the range succeeded")
+	}
+	// Take skips an id held by Hold.
+	for _, want := range []uint32{70000, 70001} {
+		if l, err := a.Take(); err != nil || l.ID != want {
+			t.Fatalf("Take = %v, %v; want %d", l, err, want)
+		}
+	}
+	held.Release()
+	if l, err := a.Hold(70002); err != nil || l.ID != 70002 {
+		t.Fatalf("Hold once released = %v, %v", l, err)
+	}
+}
+
 // The /proc/self/cgroup and mountinfo of a host with only cgroup v1, and
 // of one with only v2.
 const (

@@ -108,6 +108,41 @@ func (l *Lease) Release() {
 	}
 }
 
+// ErrIDHeld means the id asked for is held by another process.
+var ErrIDHeld = errors.New("the user id is held by another process")
+
+// Hold takes the lease on one id again: that of a machine found running
+// after a restart of the process that started it, whose own process could
+// not inherit the lease (libvirtd starts QEMU, not hostd).
+func (a *IDs) Hold(id uint32) (*Lease, error) {
+	if !a.Contains(id) {
+		return nil, fmt.Errorf("user id %d is outside the machines' range %s", id, a.r)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok, err := a.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrIDHeld, id)
+	}
+	return &Lease{ID: id, f: f}, nil
+}
+
+// lock tries the lease file of id without waiting.
+func (a *IDs) lock(id uint32) (*os.File, bool, error) {
+	f, err := os.OpenFile(filepath.Join(a.dir, strconv.FormatUint(uint64(id), 10)), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("user id leases: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false, nil
+	}
+	return f, true, nil
+}
+
 // Take returns a lease on an id nobody on the host holds. Ids are handed
 // out in turn rather than lowest first, so an id just released is the last
 // to come back.
@@ -117,12 +152,11 @@ func (a *IDs) Take() (*Lease, error) {
 	for i := uint32(0); i < a.r.Count; i++ {
 		off := (a.next + i) % a.r.Count
 		id := a.r.First + off
-		f, err := os.OpenFile(filepath.Join(a.dir, strconv.FormatUint(uint64(id), 10)), os.O_CREATE|os.O_RDWR, 0o600)
+		f, ok, err := a.lock(id)
 		if err != nil {
-			return nil, fmt.Errorf("user id leases: %w", err)
+			return nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
+		if !ok {
 			continue
 		}
 		a.next = (off + 1) % a.r.Count

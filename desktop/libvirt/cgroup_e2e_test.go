@@ -24,7 +24,7 @@ func TestDesktopQEMUHasACgroupOfItsOwn(t *testing.T) {
 		t.Skip("cgroups need root")
 	}
 	baked := testenv.Snapshot(t, "minimal")
-	drv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer drv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -90,7 +90,7 @@ func TestSweepRemovesTheCgroup(t *testing.T) {
 		t.Skip("cgroups need root")
 	}
 	baked := testenv.Snapshot(t, "minimal")
-	run, data := testenv.RunDir(t), t.TempDir()
+	run, data := testenv.RunDir(t), testenv.DataDir(t)
 	drv := newDriver(t, run, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -109,7 +109,7 @@ func devicesOf(t *testing.T, args []string) []string {
 // starts: the condition for a snapshot to restore on both drivers.
 func TestLibvirtStartsTheQEMUDriversMachine(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	drv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer drv.Close()
 	want := devicesOf(t, append([]string{}, func() []string {
 		var a []string
@@ -134,7 +134,13 @@ func TestLibvirtStartsTheQEMUDriversMachine(t *testing.T) {
 		t.Errorf("libvirt's QEMU has devices\n  %s\nthe snapshot has\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 	joined := strings.Join(args, " ")
-	for _, must := range []string{"-machine memory-backend=mem0", "share=off", "-incoming defer", "-cpu max", "cores=2"} {
+	// A desktop that runs as its own id (hostd as root) listens for its
+	// state from its start; otherwise it waits for migrate-incoming.
+	incoming := "-incoming defer"
+	if os.Geteuid() == 0 {
+		incoming = "-incoming unix:"
+	}
+	for _, must := range []string{"-machine memory-backend=mem0", "share=off", incoming, "-cpu max", "cores=2"} {
 		if !strings.Contains(joined, must) {
 			t.Errorf("command line lacks %q", must)
 		}
@@ -150,7 +156,7 @@ func TestLibvirtStartsTheQEMUDriversMachine(t *testing.T) {
 // driver baked.)
 func TestSnapshotsRestoreAcrossDrivers(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	lv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	lv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer lv.Close()
 	qd, err := qemu.New(context.Background(), qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: testenv.Logger(t)})
 	if err != nil {
@@ -198,7 +204,7 @@ func TestSnapshotsRestoreAcrossDrivers(t *testing.T) {
 // restores the result on the QEMU driver.
 func TestBakeOnLibvirtRestoresOnQEMU(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	lv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	lv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer lv.Close()
 	catalog, err := desktop.NewCatalog(filepath.Join(t.TempDir(), "snapshots"))
 	if err != nil {
@@ -243,7 +249,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // and quickly, and that libvirt has the agent afterwards.
 func TestAgentDrainIsQuick(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	newDriver(t, t.TempDir(), t.TempDir()).Close() // skips without libvirtd
+	newDriver(t, testenv.RunDir(t), testenv.DataDir(t)).Close() // skips without libvirtd
 	drained := &records{msg: "guest agent drained", next: testenv.Logger(t).Handler()}
 	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(drained)})
 	if err != nil {

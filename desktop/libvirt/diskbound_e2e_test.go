@@ -17,7 +17,7 @@ import (
 func TestDiskBoundPausesTheDesktop(t *testing.T) {
 	testenv.SkipShort(t)
 	baked := testenv.Snapshot(t, "minimal")
-	drv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer drv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

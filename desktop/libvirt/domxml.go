@@ -49,8 +49,17 @@ type DomainConfig struct {
 	// NIC is the unix socket QEMU serves the NIC's frames on (egress).
 	// DevTools is where the DevTools bridge's port socket is bound.
 	VNC, Console, ConsoleLog, NIC, DevTools string
-	// Incoming starts QEMU waiting for migrate-incoming.
-	Incoming bool
+	// Incoming starts QEMU waiting for migrate-incoming; with
+	// IncomingSocket, QEMU listens on that unix socket from its start
+	// instead (-incoming unix:PATH), bound before it drops root.
+	Incoming       bool
+	IncomingSocket string
+	// RunAs, when set, is the user QEMU drops to at the end of its start,
+	// once it has opened its files and bound its sockets as root (-runas),
+	// under hostd's own seccomp sandbox, which then allows that one switch.
+	// libvirt's own sandbox must be off (qemu.conf seccomp_sandbox = 0):
+	// it comes later on the command line and would forbid it.
+	RunAs *qemuvm.Owner
 }
 
 // CheckDevices tells whether a shape's device list is one this driver can
@@ -80,6 +89,8 @@ func CheckDevices(s desktop.MachineShape) error {
 //   - -incoming defer, so hostd drives the restore over QMP;
 //   - the NIC: its backend is a stream socket served to hostd's egress
 //     network, which libvirt's interface types cannot express.
+//   - hostd's own seccomp sandbox, and for a desktop that runs as an id of
+//     its own, -runas and -incoming unix:PATH (bound before the switch).
 func DomainXML(c DomainConfig) ([]byte, error) {
 	s := c.Shape
 	if err := CheckDevices(s); err != nil {
@@ -186,8 +197,18 @@ func DomainXML(c DomainConfig) ([]byte, error) {
 	}}
 	dev.Memballoon = &memballoonXML{Model: "none"} // a balloon would punch holes in the shared memory file
 	args = append(args, "-netdev", qemuvm.Netdev(c.NIC), "-device", nic)
-	if c.Incoming {
+	switch {
+	case c.Incoming && c.IncomingSocket != "":
+		args = append(args, "-incoming", "unix:"+c.IncomingSocket)
+	case c.Incoming:
 		args = append(args, "-incoming", "defer")
+	}
+	// hostd's own sandbox, whatever libvirt's qemu.conf says (libvirt's
+	// comes later on the command line, a filter of its own on top).
+	if c.RunAs != nil {
+		args = append(args, "-sandbox", qemuvm.SandboxRunAs, "-runas", c.RunAs.RunAs())
+	} else {
+		args = append(args, "-sandbox", qemuvm.Sandbox)
 	}
 	for _, a := range args {
 		d.Commandline.Args = append(d.Commandline.Args, qemuArgXML{Value: a})

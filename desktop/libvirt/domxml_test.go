@@ -83,6 +83,42 @@ func TestDomainXMLGoldenWakeKVM(t *testing.T) {
 	golden(t, "wake-kvm.xml", mustXML(t, c))
 }
 
+// A desktop that runs as an id of its own drops to it with -runas under
+// hostd's sandbox that allows the switch, and listens for its state from
+// its start (it could not bind in its root-owned directory after).
+func TestDomainXMLRunAs(t *testing.T) {
+	c := cloneConfig()
+	c.RunAs = &qemuvm.Owner{UID: 900065540, GID: 900065540}
+	c.IncomingSocket = "/run/w/d-1/incoming.sock"
+	args := strings.Join(commandline(t, mustXML(t, c)), " ")
+	for _, want := range []string{"-sandbox " + qemuvm.SandboxRunAs, "-runas 900065540:900065540", "-incoming unix:/run/w/d-1/incoming.sock"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("command line %q lacks %q", args, want)
+		}
+	}
+	if strings.Contains(args, "defer") || strings.Contains(args, qemuvm.Sandbox) {
+		t.Errorf("command line %q: -incoming defer or the sandbox that denies -runas", args)
+	}
+	// Without an id: hostd's full sandbox, whatever libvirt's qemu.conf says.
+	args = strings.Join(commandline(t, mustXML(t, cloneConfig())), " ")
+	if !strings.Contains(args, "-sandbox "+qemuvm.Sandbox) || strings.Contains(args, "-runas") {
+		t.Errorf("unconfined command line %q", args)
+	}
+}
+
+func TestLibvirtSandboxDenies(t *testing.T) {
+	for log, want := range map[string]bool{
+		"-sandbox on,elevateprivileges=allow \\\n-runas 9:9 \\\n-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny \\\n": true,
+		"-sandbox on,elevateprivileges=allow \\\n-runas 9:9 \\\n-sandbox off \\\n":                                                false,
+		"-sandbox on,obsolete=deny,elevateprivileges=deny \\\n":                                                                   false,
+		"": false,
+	} {
+		if got := libvirtSandboxDenies(log); got != want {
+			t.Errorf("libvirtSandboxDenies(%q) = %v, want %v", log, got, want)
+		}
+	}
+}
+
 // commandline returns the <qemu:commandline> arguments of a domain XML.
 func commandline(t *testing.T, b []byte) []string {
 	t.Helper()

@@ -50,7 +50,13 @@ type Options struct {
 	// NoCgroups leaves desktops' QEMU processes in the cgroup libvirtd
 	// starts them in, instead of one each with its limits.
 	NoCgroups bool
-	Logger    *slog.Logger
+	// UIDs are the desktops' user ids, one each (default DefaultUIDs);
+	// UIDLeaseDir holds their leases (default confine.DefaultLeaseDir).
+	// Unconfined leaves QEMU as libvirt's qemu.conf user (user.go).
+	UIDs        confine.IDRange
+	UIDLeaseDir string
+	Unconfined  bool
+	Logger      *slog.Logger
 }
 
 // Driver runs desktops as libvirt domains.
@@ -62,6 +68,8 @@ type Driver struct {
 	conn     *conn
 	// cgroups makes desktops' cgroups; nil: none (cgroup.go).
 	cgroups *confine.Cgroups
+	// ids hands out desktops' user ids; nil: QEMU runs as libvirt's user.
+	ids *confine.IDs
 
 	mu       sync.Mutex
 	machines map[golibvirt.UUID]*Machine // live machines, by domain UUID, for events
@@ -111,6 +119,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		d.conn.close()
 		return nil, err
 	}
+	if d.ids, err = d.newIDs(); err != nil {
+		d.conn.close()
+		return nil, err
+	}
 	d.log.Info("libvirt driver ready", "uri", opts.URI, "emulator", d.emulator, "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
 	d.removeLeftoverTemplates(ctx)
 	return d, nil
@@ -152,9 +164,16 @@ func (d *Driver) domainCaps(ctx context.Context, virtType string) (domainCaps, e
 	return parseDomainCaps(raw)
 }
 
-// Close lets go of libvirtd. Domains keep running, for the next hostd.
+// Close lets go of libvirtd. Domains keep running, for the next hostd,
+// which takes their ids' leases again (as after hostd's own end, when its
+// descriptors close).
 func (d *Driver) Close() {
 	d.conn.close()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range d.machines {
+		m.user.letGo()
+	}
 }
 
 // checkSnapshot refuses a snapshot this host cannot restore, or whose
@@ -210,17 +229,35 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 	if err != nil {
 		return nil, err
 	}
-	xml, err := DomainXML(DomainConfig{
+	cfg := DomainConfig{
 		Name: rec.Domain, UUID: rec.UUID, Meta: Meta{ID: rec.ID, Role: s.role},
 		Emulator: d.emulator, Shape: rec.Shape, Memory: s.memory, Boot: s.boot, Disk: rec.Disk,
 		VNC: rec.Path("vnc.sock"), Console: rec.Path("console.sock"), ConsoleLog: rec.Path("console.log"),
 		DevTools: rec.Path(qemuvm.DevToolsSocket),
 		NIC:      rec.Path(qemuvm.NICSocket), Incoming: s.incoming, Volumes: rec.Volumes,
-	})
+	}
+	// Desktops run as ids of their own; bakes and templates (transient,
+	// fed only by hostd) stay libvirt's user.
+	var user *machineUser
+	if s.role == RoleDesktop && d.ids != nil {
+		if user, err = d.newUser(rec); err != nil {
+			return nil, err
+		}
+		rec.UID = user.owner.UID
+		cfg.RunAs = &user.owner
+		if s.incoming {
+			// QEMU as its id could not bind it later, in a directory of
+			// root's.
+			cfg.IncomingSocket = rec.Path(incomingSocket)
+		}
+	}
+	xml, err := DomainXML(cfg)
 	if err != nil {
+		user.release()
 		return nil, err
 	}
 	m := d.newMachine(rec, uuid)
+	m.user = user
 	// Registered before the domain exists, so no lifecycle event of it
 	// can be missed.
 	d.register(m)
@@ -237,9 +274,14 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 		d.unregister(m)
 		// An abandoned call may still create the domain: remove it if so.
 		d.destroyDomain(context.WithoutCancel(ctx), rec)
-		return nil, fmt.Errorf("create domain %s: %w", rec.Domain, err)
+		user.release()
+		return nil, fmt.Errorf("create domain %s: %w%s", rec.Domain, err, d.sandboxHint(user, m.logPath()))
 	}
 	pid := findPid(rec.UUID)
+	if err := user.verify(pid); err != nil {
+		m.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	var group []string
 	if s.role == RoleDesktop {
 		if group, err = d.confineDesktop(rec, pid); err != nil {
@@ -342,6 +384,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		return nil, err
 	}
 	m := d.newMachine(rec, uuid)
+	m.user = d.userAgain(rec)
 	d.register(m)
 	dom, err := d.ownDomain(ctx, rec)
 	if err == nil {
@@ -356,6 +399,8 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	}
 	if err != nil {
 		d.unregister(m)
+		// Ended while hostd was down: its disk goes back to root.
+		m.user.release()
 		if errors.Is(err, desktop.ErrNotFound) && rec.Hibernation() {
 			// Ended after saving its whole state: a hibernation whose
 			// record a crash kept from being written.
@@ -412,6 +457,7 @@ func (m *Machine) findDiskAgain(ctx context.Context) error {
 	m.mu.Lock()
 	m.rec.Disk = next
 	m.mu.Unlock()
+	m.user.setDisk(next)
 	return nil
 }
 

@@ -81,7 +81,7 @@ func domainExists(t *testing.T, l *golibvirt.Libvirt, name string) bool {
 // create here is a cross-driver restore.
 func TestConformanceOnLibvirt(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	runDir, dataDir := testenv.RunDir(t), t.TempDir()
+	runDir, dataDir := testenv.RunDir(t), testenv.DataDir(t)
 	l := virt(t)
 	start := time.Now()
 	desktoptest.Run(t, desktoptest.Harness{
@@ -156,7 +156,7 @@ func smallDirForLibvirtd(t *testing.T) string {
 		t.Skip("mounting a small tmpfs needs root")
 	}
 	pid := libvirtdPid(t)
-	dir := t.TempDir() // on the root filesystem, which both namespaces share
+	dir := testenv.DataDir(t) // on the root filesystem, which both namespaces share
 	ours, _ := os.Readlink("/proc/self/ns/mnt")
 	theirs, _ := os.Readlink("/proc/" + pid + "/ns/mnt")
 	mount := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir)

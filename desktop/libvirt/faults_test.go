@@ -84,7 +84,7 @@ func TestLibvirtdRestartKeepsDesktops(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	drv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer drv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -169,7 +169,7 @@ func foreignXML(name, uuid, meta string) string {
 // ends or claims them.
 func TestForeignDomainsAreNeverTouched(t *testing.T) {
 	testenv.SkipShort(t)
-	drv := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	defer drv.Close()
 	l := virt(t)
 	meta := func(id, role string) string {
@@ -192,7 +192,7 @@ func TestForeignDomainsAreNeverTouched(t *testing.T) {
 		})
 	}
 	// A new driver sweeps leftover templates of its own run directory only.
-	drv2 := newDriver(t, testenv.RunDir(t), t.TempDir())
+	drv2 := newDriver(t, testenv.RunDir(t), testenv.DataDir(t))
 	drv2.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -222,7 +222,7 @@ func TestForeignDomainsAreNeverTouched(t *testing.T) {
 // differs, and leaves nothing behind.
 func TestMismatchedSnapshotRefused(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
-	runDir, dataDir := testenv.RunDir(t), t.TempDir()
+	runDir, dataDir := testenv.RunDir(t), testenv.DataDir(t)
 	drv := newDriver(t, runDir, dataDir)
 	defer drv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -55,6 +55,8 @@ type record struct {
 	// DiskMiB bounds the desktop's own disk (its top overlay's file);
 	// 0 leaves it unbounded (diskbound.go).
 	DiskMiB int `json:"disk_mib,omitempty"`
+	// UID is the user id its QEMU runs as; 0: libvirt's user (user.go).
+	UID uint32 `json:"uid,omitempty"`
 }
 
 func parseRecord(raw json.RawMessage) (record, error) {
@@ -120,6 +122,8 @@ type Machine struct {
 	lifeChanged chan struct{}
 
 	agent *agent
+	// user is the id its QEMU runs as; nil: libvirt's user.
+	user *machineUser
 
 	// removals are closed when libvirt reports the device of that alias
 	// gone (a volume's unplug).
@@ -233,6 +237,7 @@ func (m *Machine) exit(reason string) {
 		if note := m.drv.cgroupExit(m.record().Cgroup); note != "" {
 			reason = note + "; " + reason
 		}
+		m.user.release()
 		if tail := qemuvm.LogTail(m.logPath(), 8); tail != "" {
 			reason += "; last lines of its log:\n" + tail
 		}
@@ -354,7 +359,7 @@ func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) er
 // Screendump asks QEMU, through QMP passthrough, for a picture of the
 // screen, written into the machine's run directory.
 func (m *Machine) Screendump(ctx context.Context) (image.Image, error) {
-	return qemuvm.Screendump(ctx, m.monitor(), m.record().RunDir, qemuvm.Root) // libvirt runs QEMU as its qemu.conf user (root in our test configuration)
+	return qemuvm.Screendump(ctx, m.monitor(), m.record().RunDir, m.user.ownerOf())
 }
 
 // Destroy ends the domain and removes every file the machine owned.

@@ -134,7 +134,7 @@ func TestMeasureLibvirtBesideQEMU(t *testing.T) {
 	ph := &phases{recs: map[string][]time.Duration{}}
 	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(ph)})
 	if err != nil {
-		newDriver(t, t.TempDir(), t.TempDir()) // skips or fails with the reason
+		newDriver(t, testenv.RunDir(t), testenv.DataDir(t)) // skips or fails with the reason
 		t.Fatal(err)
 	}
 	defer lv.Close()

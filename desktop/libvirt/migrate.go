@@ -11,10 +11,17 @@ import (
 )
 
 // Migrations go over unix sockets in the machine's run directory: libvirt's
-// monitor passthrough cannot hand QEMU a file descriptor, and libvirt's
-// seccomp sandbox (spawn=deny) forbids exec: URIs. For a restore QEMU
-// listens (migrate-incoming unix:PATH) and hostd feeds it the state file;
-// for a save hostd listens and QEMU writes to it (migrate unix:PATH).
+// monitor passthrough cannot hand QEMU a file descriptor, and the seccomp
+// sandbox (spawn=deny) forbids exec: URIs. For a restore QEMU listens
+// (migrate-incoming unix:PATH, or from its start, -incoming unix:PATH, for
+// a desktop whose QEMU drops to an id of its own, which could not bind in
+// its root-owned directory later) and hostd feeds it the state file; for a
+// save hostd listens, gives the socket to the machine's id, and QEMU
+// writes to it (migrate unix:PATH).
+
+// incomingSocket is the name of a machine's incoming migration socket in
+// its run directory.
+const incomingSocket = "incoming.sock"
 
 // restore loads a saved state into a domain waiting with -incoming defer,
 // then resumes it and checks that libvirt reports it running.
@@ -62,11 +69,14 @@ func (m *Machine) load(ctx context.Context, statePath string, ignoreShared bool)
 		return err
 	}
 	defer f.Close()
-	sock := m.record().Path("incoming.sock")
-	os.Remove(sock)
+	sock := m.record().Path(incomingSocket)
+	listening := m.user != nil // since its start (DomainConfig.IncomingSocket)
+	if !listening {
+		os.Remove(sock)
+	}
 	defer os.Remove(sock)
 	// migrate-incoming returns once QEMU listens on the socket.
-	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{Incoming: true, URI: "unix:" + sock, IgnoreShared: ignoreShared, Log: m.logPath()})
+	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{Incoming: true, URI: "unix:" + sock, IgnoreShared: ignoreShared, Log: m.logPath(), Listening: listening})
 	if err != nil {
 		return err
 	}
@@ -104,6 +114,12 @@ func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool)
 		return err
 	}
 	defer ln.Close()
+	// QEMU, as the machine's id, needs write permission to connect.
+	if m.user != nil {
+		if err := m.user.owner.Chown(sock); err != nil {
+			return fmt.Errorf("give the save socket to the machine's user: %w", err)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -156,7 +172,7 @@ func receive(ctx context.Context, ln net.Listener, w io.Writer) error {
 // another domain waiting with -incoming defer, QEMU to QEMU over a unix
 // socket the destination listens on.
 func migrateInto(ctx context.Context, src, dst *Machine) error {
-	sock := dst.record().Path("incoming.sock")
+	sock := dst.record().Path(incomingSocket)
 	os.Remove(sock)
 	defer os.Remove(sock)
 	in, err := qemuvm.StartMigration(ctx, dst.monitor(), qemuvm.Migration{Incoming: true, URI: "unix:" + sock, Log: dst.logPath()})
@@ -164,6 +180,17 @@ func migrateInto(ctx context.Context, src, dst *Machine) error {
 		return err
 	}
 	defer in.Close()
+	// The source's QEMU, as its desktop's id, must reach the socket: the
+	// destination (a template, root's) lets it through its directory and
+	// gives it the socket.
+	if src.user != nil {
+		if err := os.Chmod(dst.record().RunDir, 0o711); err != nil {
+			return err
+		}
+		if err := src.user.owner.Chown(sock); err != nil {
+			return fmt.Errorf("give the incoming socket to the source's user: %w", err)
+		}
+	}
 	out, err := qemuvm.StartMigration(ctx, src.monitor(), qemuvm.Migration{URI: "unix:" + sock, Log: src.logPath()})
 	if err != nil {
 		return err

@@ -187,15 +187,42 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	if err := qemuvm.FreezeLayer(rec.Disk, snapDisk); err != nil {
 		return err
 	}
+	// Under a desktop's own id, as under the QEMU driver: the frozen layer
+	// is the snapshot's, shared by its clones, root's and read-only; QEMU
+	// reopens it read-only by name. The new overlay is the id's. Undone if
+	// the switch fails: the disk stays the desktop's and in use.
+	unfreeze := func() {
+		os.Remove(snapDisk)
+		if m.user != nil {
+			if err := m.user.owner.Give(rec.Disk); err != nil {
+				m.log.Error("give a disk whose freeze failed back to its desktop", "err", err)
+			}
+		}
+	}
+	if m.user != nil {
+		if err := qemuvm.FreezeOwnership(rec.Disk, snapDisk); err != nil {
+			unfreeze()
+			return fmt.Errorf("freeze disk: %w", err)
+		}
+	}
 	next := qemuvm.NextOverlayPath(rec.Disk)
 	// The new overlay's backing is the machine's own (now frozen) file, by
 	// its own path, so the machine never depends on where the snapshot is.
 	if err := m.drv.createOverlay(ctx, next, rec.Disk); err != nil {
-		os.Remove(snapDisk)
+		unfreeze()
 		return err
+	}
+	if m.user != nil {
+		if err := m.user.owner.Give(next); err != nil {
+			os.Remove(next)
+			unfreeze()
+			return fmt.Errorf("freeze disk: %w", err)
+		}
 	}
 	x, err := snapshotXML(next)
 	if err != nil {
+		os.Remove(next)
+		unfreeze()
 		return err
 	}
 	dom := m.domain()
@@ -204,13 +231,14 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 		return l.DomainSnapshotCreateXML(dom, string(x), flags)
 	}); err != nil {
 		os.Remove(next)
-		os.Remove(snapDisk)
+		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
 	m.mu.Lock()
 	m.rec.Frozen = rec.Disk
 	m.rec.Disk = next
 	m.mu.Unlock()
+	m.user.setDisk(next)
 	// The bound follows the disk to its new top overlay.
 	if err := m.armDiskBound(ctx); err != nil {
 		m.log.Warn("disk bound not armed on the new overlay", "err", err)
@@ -301,7 +329,7 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 func hibernatedRecord(rec record) record {
 	os.RemoveAll(rec.RunDir)
 	rec.Hibernated, rec.HibernateFile = true, rec.Path(qemuvm.HibernateState)
-	rec.Cgroup = nil
+	rec.Cgroup, rec.UID = nil, 0
 	return rec
 }
 

@@ -23,6 +23,12 @@ func (m *Machine) AttachVolume(ctx context.Context, v desktop.VolumeDisk) error 
 	if err := qemuvm.CheckVolumeDisk(v); err != nil {
 		return err
 	}
+	if m.user != nil {
+		// QEMU opens a hot-plugged volume's layers by name, as the
+		// desktop's id, which must not reach other volumes' layers; the QEMU
+		// driver hands it descriptors instead, which libvirt's attach cannot.
+		return fmt.Errorf("%w: the libvirt driver hot-plugs volumes only into desktops whose QEMU runs as libvirt's user (hostd --qemu-uids off)", desktop.ErrInvalid)
+	}
 	if err := qemuvm.CheckSlotFree(m.record().Volumes, v.Slot); err != nil {
 		return err
 	}

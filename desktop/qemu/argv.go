@@ -96,15 +96,11 @@ func Argv(c Config) []string {
 		a = append(a, "-runas", c.RunAs.RunAs())
 	}
 	if c.Sandbox {
-		// -runas's setuid comes after the sandbox is in place, so with
-		// -runas the sandbox must allow set*id calls (QEMU dies of SIGSYS
-		// otherwise). Once QEMU is the machine's user it has no capability
-		// and no_new_privs, so such a call can only name its own ids.
-		elevate := "deny"
+		sandbox := qemuvm.Sandbox
 		if c.RunAs != nil {
-			elevate = "allow"
+			sandbox = qemuvm.SandboxRunAs
 		}
-		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges="+elevate+",spawn=deny,resourcecontrol=deny")
+		a = append(a, "-sandbox", sandbox)
 	}
 	if c.Incoming {
 		a = append(a, "-incoming", "defer")

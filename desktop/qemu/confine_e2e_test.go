@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,10 +122,10 @@ func TestQEMURunsConfined(t *testing.T) {
 		}
 	}
 	// As desktop a's user: its own disk opens, b's does not.
-	if out, err := asUser(a.UID, "head", "-c", "4", a.Disk); err != nil || out != "QFI\xfb" {
+	if out, err := testenv.AsUser(a.UID, "head", "-c", "4", a.Disk); err != nil || out != "QFI\xfb" {
 		t.Fatalf("desktop a's user reading its own disk: %q, %v", out, err)
 	}
-	out, err := asUser(a.UID, "head", "-c", "4", b.Disk)
+	out, err := testenv.AsUser(a.UID, "head", "-c", "4", b.Disk)
 	if err == nil || !strings.Contains(out, "Permission denied") {
 		t.Fatalf("desktop a's user reading desktop b's disk: %q, %v; want permission denied", out, err)
 	}
@@ -211,15 +210,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// asUser runs a command as uid (and gid uid) with no supplementary groups,
-// returning its combined output.
-func asUser(uid uint32, name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // A guest writing until its disk bound pauses itself, saying disk_full,

@@ -217,14 +217,8 @@ func (j *jail) verify(pid int) error {
 	if j.owner == nil {
 		return nil
 	}
-	ids, err := qemuvm.ProcessOwner(pid)
-	if err != nil {
-		return fmt.Errorf("qemu driver: check QEMU's user: %w", err)
-	}
-	for _, id := range ids {
-		if id != j.owner.UID {
-			return fmt.Errorf("qemu driver: QEMU runs as user ids %v, not as the machine's user %d", ids, j.owner.UID)
-		}
+	if err := qemuvm.CheckRunsAs(pid, *j.owner); err != nil {
+		return fmt.Errorf("qemu driver: %w", err)
 	}
 	return nil
 }

@@ -282,7 +282,7 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 			m.log.Error("give a disk whose freeze failed back to its machine", "err", err)
 		}
 	}
-	if err := freezeOwnership(rec.Disk, snapDisk); err != nil {
+	if err := qemuvm.FreezeOwnership(rec.Disk, snapDisk); err != nil {
 		unfreeze()
 		return fmt.Errorf("freeze disk: %w", err)
 	}
@@ -462,20 +462,6 @@ func (m *Machine) Committed(ctx context.Context) error {
 	}
 	if err := m.qmp.Execute(ctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("wake: start guest: %w", err)
-	}
-	return nil
-}
-
-// freezeOwnership makes a frozen layer (the machine's file and the
-// snapshot's name for it, one inode or a copy) root's and read-only.
-func freezeOwnership(paths ...string) error {
-	if err := qemuvm.Root.Chown(paths...); err != nil {
-		return err
-	}
-	for _, p := range paths {
-		if err := os.Chmod(p, 0o444); err != nil {
-			return err
-		}
 	}
 	return nil
 }

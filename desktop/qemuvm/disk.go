@@ -162,3 +162,17 @@ func CopySparse(src, dst string) error {
 	ok = true
 	return nil
 }
+
+// FreezeOwnership makes a frozen layer (the machine's file and the
+// snapshot's name for it, one inode or a copy) root's and read-only.
+func FreezeOwnership(paths ...string) error {
+	if err := Root.Chown(paths...); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := os.Chmod(p, 0o444); err != nil {
+			return err
+		}
+	}
+	return nil
+}

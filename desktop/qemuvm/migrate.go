@@ -38,6 +38,10 @@ type Migration struct {
 	// Log is QEMU's log file; when QEMU gives no reason for a failure over
 	// QMP (an incoming migration never does), its last lines are the reason.
 	Log string
+	// Listening says an incoming machine already listens on URI: it was
+	// started with -incoming URI (bound before it dropped root, where it
+	// could no longer bind), so only the capabilities are set.
+	Listening bool
 }
 
 // Capabilities is the argument of migrate-set-capabilities for a
@@ -76,6 +80,9 @@ func StartMigration(ctx context.Context, mon Monitor, m Migration) (*Migrating, 
 	command := "migrate"
 	if m.Incoming {
 		command = "migrate-incoming"
+	}
+	if m.Incoming && m.Listening {
+		return &Migrating{mon: mon, events: events, log: m.Log}, nil
 	}
 	if err := mon.Execute(ctx, command, map[string]string{"uri": m.URI}, nil); err != nil {
 		events.Close()

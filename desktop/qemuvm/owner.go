@@ -16,6 +16,16 @@ type Owner struct {
 	UID, GID uint32
 }
 
+// Sandbox is QEMU's seccomp sandbox with every deny option; SandboxRunAs
+// allows the set*id calls of -runas, whose switch comes after the sandbox
+// is in place (QEMU dies of SIGSYS otherwise). Once QEMU is the machine's
+// user it has no capability and no_new_privs, so such a call can only name
+// its own ids.
+const (
+	Sandbox      = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+	SandboxRunAs = "on,obsolete=deny,elevateprivileges=allow,spawn=deny,resourcecontrol=deny"
+)
+
 // Root owns what no machine may write.
 var Root = Owner{}
 
@@ -61,6 +71,21 @@ func OwnerOf(path string) (Owner, error) {
 		return Owner{}, fmt.Errorf("%s: no owner on this system", path)
 	}
 	return Owner{UID: st.Uid, GID: st.Gid}, nil
+}
+
+// CheckRunsAs checks that process pid has become o: all four of its user
+// ids o's (QEMU has dropped root with -runas).
+func CheckRunsAs(pid int, o Owner) error {
+	ids, err := ProcessOwner(pid)
+	if err != nil {
+		return fmt.Errorf("check QEMU's user: %w", err)
+	}
+	for _, id := range ids {
+		if id != o.UID {
+			return fmt.Errorf("QEMU runs as user ids %v, not as the machine's user %d", ids, o.UID)
+		}
+	}
+	return nil
 }
 
 // ProcessOwner reads the real, effective, saved and filesystem user ids of

@@ -25,16 +25,9 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
 			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), Warmup: mirrors.Warmup(drive.WarmPooled), Logger: log,
 		}
-		switch c.QEMUUIDs {
-		case "":
-		case "off":
-			opts.Unconfined = true
-		default:
-			r, err := confine.ParseIDRange(c.QEMUUIDs)
-			if err != nil {
-				return nil, fmt.Errorf("--qemu-uids: %w", err)
-			}
-			opts.UIDs = r
+		var err error
+		if opts.UIDs, opts.Unconfined, err = qemuUIDs(c.QEMUUIDs); err != nil {
+			return nil, err
 		}
 		// A failed New returns a nil pointer, which must not reach the
 		// interface: App.Close would call Close on it.
@@ -44,9 +37,14 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 		}
 		return d, nil
 	case "libvirt":
-		d, err := libvirt.New(ctx, libvirt.Options{
+		opts := libvirt.Options{
 			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoCgroups: c.NoCgroups, Logger: log,
-		})
+		}
+		var err error
+		if opts.UIDs, opts.Unconfined, err = qemuUIDs(c.QEMUUIDs); err != nil {
+			return nil, err
+		}
+		d, err := libvirt.New(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -54,4 +52,20 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 	default:
 		return nil, fmt.Errorf("--driver %q: use qemu or libvirt", c.Driver)
 	}
+}
+
+// qemuUIDs reads --qemu-uids: a range, off (unconfined), or empty (the
+// driver's default range).
+func qemuUIDs(v string) (confine.IDRange, bool, error) {
+	switch v {
+	case "":
+		return confine.IDRange{}, false, nil
+	case "off":
+		return confine.IDRange{}, true, nil
+	}
+	r, err := confine.ParseIDRange(v)
+	if err != nil {
+		return confine.IDRange{}, false, fmt.Errorf("--qemu-uids: %w", err)
+	}
+	return r, false, nil
 }

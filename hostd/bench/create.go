@@ -437,8 +437,10 @@ func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager,
 	cfg.Driver = "libvirt"
 	cfg.LibvirtURI = e.opts.LibvirtURI
 	cfg.Paths = config.Paths{StateDir: e.pathIn("libvirt"), CacheDir: e.opts.Paths.CacheDir, RunDir: e.runDir + "/lv"}
+	// 0711: the desktops' QEMU processes, each as its own user, pass
+	// through to their own files.
 	for _, d := range []string{cfg.Desktops(), cfg.RunDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, nil, nil, nil, err
 		}
 	}

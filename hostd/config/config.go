@@ -98,8 +98,8 @@ type Serve struct {
 	// NoSandbox turns QEMU's seccomp sandbox off (debugging only).
 	NoSandbox bool
 	// QEMUUIDs is the range of user ids machines' QEMU processes run as,
-	// FIRST-LAST; empty for the default, "off" to run them as hostd's
-	// user (the QEMU driver only).
+	// FIRST-LAST; empty for the driver's default, "off" to run them as
+	// hostd's user (the QEMU driver) or libvirt's qemu.conf user.
 	QEMUUIDs string
 	// NoCgroups keeps desktops' QEMU processes in hostd's cgroup.
 	NoCgroups bool
@@ -192,7 +192,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.HibernateOnStop, "hibernate-on-stop", s.HibernateOnStop, "hibernate running desktops on SIGTERM instead of leaving them running")
 	fs.DurationVar(&s.ShutdownGrace, "shutdown-grace", s.ShutdownGrace, "how long in-flight requests may take to finish on SIGTERM")
 	fs.BoolVar(&s.NoSandbox, "no-sandbox", s.NoSandbox, "turn QEMU's seccomp sandbox off (debugging only)")
-	fs.StringVar(&s.QEMUUIDs, "qemu-uids", s.QEMUUIDs, "user ids desktops' QEMU processes run as, one each, FIRST-LAST (default 900000000-900065535); off: as hostd's user")
+	fs.StringVar(&s.QEMUUIDs, "qemu-uids", s.QEMUUIDs, "user ids desktops' QEMU processes run as, one each, FIRST-LAST (default 900000000-900065535 under the qemu driver, 900065536-900131071 under libvirt); off: as hostd's user, or libvirt's")
 	fs.BoolVar(&s.NoCgroups, "no-cgroups", s.NoCgroups, "keep desktops' QEMU processes in hostd's cgroup (libvirtd's, under --driver libvirt) instead of a cgroup each")
 	fs.Func("e2b-template", "E2B template id and the snapshot it creates from, ID=SNAPSHOT; repeat for more (a template not mapped is taken as a snapshot name)", func(v string) error {
 		id, snap, ok := strings.Cut(v, "=")

@@ -327,3 +327,13 @@ func QEMUsUnder(dir string) []int {
 	}
 	return out
 }
+
+// AsUser runs a command as uid (and gid uid) with no supplementary groups,
+// returning its combined output: what a machine's QEMU, running as its own
+// id, could read.
+func AsUser(uid uint32, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
