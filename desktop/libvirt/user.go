@@ -2,7 +2,6 @@ package libvirt
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -206,7 +205,7 @@ func (u *machineUser) release() {
 // default) is the cause: it comes after hostd's on the command line the
 // domain's log shows, and denies the switch to the desktop's id.
 func (d *Driver) sandboxHint(u *machineUser, logPath string) string {
-	if u == nil || !libvirtSandboxDenies(readTail(logPath, 64<<10)) {
+	if u == nil || !libvirtSandboxDenies(qemuvm.LogTail(logPath, 200)) {
 		return ""
 	}
 	return "; libvirt adds its own seccomp sandbox (qemu.conf seccomp_sandbox), which forbids QEMU's switch to the desktop's user id: set seccomp_sandbox = 0 in libvirt's qemu.conf (hostd adds a sandbox of its own) and restart libvirtd, or run hostd with --qemu-uids off"
@@ -217,18 +216,4 @@ func (d *Driver) sandboxHint(u *machineUser, logPath string) string {
 func libvirtSandboxDenies(log string) bool {
 	i := strings.LastIndex(log, "-runas ")
 	return i >= 0 && strings.Contains(log[i:], "elevateprivileges=deny")
-}
-
-// readTail reads up to the last n bytes of a file ("" if unreadable).
-func readTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		f.Seek(fi.Size()-n, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return string(b)
 }
