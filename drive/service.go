@@ -47,6 +47,10 @@ type Config struct {
 	// DragHold bounds how long a drag's end waits for the guest to act on
 	// it (device.endDrag); 0 takes DefaultDragHold.
 	DragHold time.Duration
+	// DragBusyHold bounds how much longer a drag's end is held while the
+	// guest's CPUs stay busy with nothing moved (device.holdWhileBusy); 0
+	// takes DefaultDragBusyHold.
+	DragBusyHold time.Duration
 	// KeyWait bounds each wait for the guest to show it read a click
 	// before keys follow it (device.sealPointer); 0 takes DefaultKeyWait.
 	KeyWait time.Duration
@@ -59,6 +63,10 @@ type Config struct {
 // DefaultDragHold is the default bound of a drag's wait at its end: a
 // drag with no visible effect costs this much.
 const DefaultDragHold = 1500 * time.Millisecond
+
+// DefaultDragBusyHold is the default bound of a drag's further hold while
+// the guest stays busy.
+const DefaultDragBusyHold = 5 * time.Second
 
 // DefaultDragStep is the default spacing of a drag's moves.
 const DefaultDragStep = 30 * time.Millisecond
@@ -104,6 +112,9 @@ func New(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.DragHold <= 0 {
 		cfg.DragHold = DefaultDragHold
+	}
+	if cfg.DragBusyHold <= 0 {
+		cfg.DragBusyHold = DefaultDragBusyHold
 	}
 	if cfg.KeyWait <= 0 {
 		cfg.KeyWait = DefaultKeyWait

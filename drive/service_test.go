@@ -465,3 +465,106 @@ func reactionOf(p *drive.Picture) string {
 	}
 	return fmt.Sprintf("reacted %v after %s", *p.Reacted, p.ReactionWait)
 }
+
+// A click after typed keys waits for the guest to have taken them: its
+// CPUs going idle. While they stay busy the press is held back.
+func TestAClickAfterKeysWaitsForTheGuestToTakeThem(t *testing.T) {
+	h := newHarness(t, drive.Config{KeyWait: 10 * time.Second})
+	m := h.machine()
+	m.SetBusy(true)
+	const busyFor = 300 * time.Millisecond
+	heldBack := make(chan string, 1)
+	go func() {
+		for !strings.Contains(kinds(m.Inputs()), "key b") {
+			time.Sleep(time.Millisecond)
+		}
+		<-time.After(busyFor) // the guest still at work on the keys
+		heldBack <- kinds(m.Inputs())
+		m.SetBusy(false)
+	}()
+	out, err := h.run(input.Batch{{Kind: input.KindKey, Chord: "a"}, {Kind: input.KindKey, Chord: "b"}, {Kind: input.KindClick, At: at(10, 20)}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if got := <-heldBack; strings.Contains(got, "press") {
+		t.Errorf("frames while the guest was busy with the keys: %s; the press went before it was idle", got)
+	}
+	if want := "key a, key b, move 10,20, press, release"; kinds(m.Inputs()) != want {
+		t.Errorf("frames: %s\nwant:   %s", kinds(m.Inputs()), want)
+	}
+	if len(out.Warnings) != 0 || out.SyncWait < busyFor {
+		t.Errorf("warnings %q, sync wait %s: want none, and at least the %s the guest was busy", out.Warnings, out.SyncWait, busyFor)
+	}
+	// Once taken, the next click does not wait again.
+	before := len(m.Inputs())
+	out, err = h.run(input.Batch{{Kind: input.KindClick, At: at(30, 40)}})
+	if err != nil || out.Err != nil || out.SyncWait != 0 {
+		t.Fatalf("second click: %v / %v, sync wait %s", err, out.Err, out.SyncWait)
+	}
+	if got := kinds(m.Inputs()[before:]); got != "move 30,40, press, release" {
+		t.Errorf("frames: %s", got)
+	}
+}
+
+func TestAClickAfterKeysToABusyGuestGoesOnWithAWarning(t *testing.T) {
+	h := newHarness(t, drive.Config{KeyWait: 250 * time.Millisecond})
+	h.machine().SetBusy(true)
+	out, err := h.run(input.Batch{{Kind: input.KindKey, Chord: "a"}, {Kind: input.KindClick, At: at(10, 20)}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("run: %v / %v", err, out.Err)
+	}
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "followed keys while the desktop was still busy") {
+		t.Errorf("warnings %q", out.Warnings)
+	}
+	if got := kinds(h.machine().Inputs()); got != "key a, move 10,20, press, release" {
+		t.Errorf("frames: %s", got)
+	}
+}
+
+// A drag whose end the guest has not acted on is held while its CPUs stay
+// busy, and released once the screen shows the window following.
+func TestADragIsHeldWhileTheGuestIsBusy(t *testing.T) {
+	h := newHarness(t, drive.Config{DragHold: time.Millisecond, DragBusyHold: 30 * time.Second})
+	m := h.machine()
+	m.SetBusy(true)
+	const busyFor = 300 * time.Millisecond
+	heldBack := make(chan string, 1)
+	go func() {
+		for strings.Count(kinds(m.Inputs()), "move") < 4 { // the nudge and three moves
+			time.Sleep(time.Millisecond)
+		}
+		<-time.After(busyFor) // the window manager still catching up
+		heldBack <- kinds(m.Inputs())
+		h.screen.Draw(image.Rect(100, 100, 700, 500)) // the window moves
+	}()
+	path := []input.Point{{X: 100, Y: 100}, {X: 200, Y: 100}, {X: 300, Y: 100}}
+	out, err := h.run(input.Batch{{Kind: input.KindDrag, Path: path}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("drag: %v / %v", err, out.Err)
+	}
+	if got := <-heldBack; strings.Contains(got, "release") {
+		t.Errorf("frames while the guest was busy: %s; the release went before the window moved", got)
+	}
+	if len(out.Warnings) != 0 {
+		t.Errorf("warnings %q", out.Warnings)
+	}
+}
+
+func TestADragOnABusyGuestEndsAtItsBoundWithAWarning(t *testing.T) {
+	h := newHarness(t, drive.Config{DragHold: time.Millisecond, DragBusyHold: 300 * time.Millisecond})
+	h.machine().SetBusy(true)
+	path := []input.Point{{X: 100, Y: 100}, {X: 300, Y: 100}}
+	out, err := h.run(input.Batch{{Kind: input.KindDrag, Path: path}})
+	if err != nil || out.Err != nil {
+		t.Fatalf("drag: %v / %v", err, out.Err)
+	}
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "drag ended while the desktop was still busy") {
+		t.Errorf("warnings %q", out.Warnings)
+	}
+	if out.Result.Elapsed < 300*time.Millisecond {
+		t.Errorf("drag took %s, less than its busy hold", out.Result.Elapsed)
+	}
+	if got := kinds(h.machine().Inputs()); !strings.HasSuffix(got, "release") {
+		t.Errorf("frames: %s: the drag was not released", got)
+	}
+}
