@@ -20,14 +20,19 @@ const clickTypeSamples = 8
 // clickTypeSuite measures what keys after a click cost on Chromium: the
 // time a batch of a click into the browser image's start page field and a
 // typed word waits for the guest (the pointer seen read, then the page's
-// reaction; the server's sync_ms), and the whole batch. It needs the
+// reaction; the server's sync_ms), and the whole batch. Then the reverse,
+// a click after keys: a batch of a typed letter and a click in the field,
+// whose wait is the press's for the guest to take the keys. It needs the
 // browser snapshot in the catalog; without it the keys are null.
 func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
 	snap, ok, err := e.browserSnapshot("click_type_sync_p50_ms")
+	if !ok {
+		e.res.null("type_click_sync_p50_ms", "no browser snapshot (see click_type_sync_p50_ms)")
+	}
 	if !ok || err != nil {
 		return err
 	}
-	var sync, total Dist
+	var sync, total, typeClick Dist
 	for i := 0; i < clickTypeSamples; i++ {
 		d, err := e.mgr.Create(ctx, desktop.CreateRequest{Snapshot: snap.Name})
 		if err != nil {
@@ -45,6 +50,14 @@ func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
 				if len(out.Warnings) > 0 {
 					e.res.note("click_type: " + strings.Join(out.Warnings, "; "))
 				}
+				body = fmt.Sprintf(`{"actions":[{"action":"type","text":"!"},{"action":"click","x":%d,"y":%d}]}`, field.X, field.Y)
+				out, _, err = postBatch(ctx, base+"/v1/desktops/"+d.ID+"/actions", token, body)
+				if err == nil {
+					typeClick.Add(time.Duration(out.SyncMs * float64(time.Millisecond)))
+					if len(out.Warnings) > 0 {
+						e.res.note("type_click: " + strings.Join(out.Warnings, "; "))
+					}
+				}
 			}
 		}
 		if derr := e.mgr.Delete(context.WithoutCancel(ctx), d.ID); err == nil {
@@ -56,7 +69,8 @@ func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
 	}
 	e.res.dist("click_type_sync", &sync)
 	e.res.dist("click_type_total", &total)
-	e.progress("  click then type on Chromium: waited for the guest p50 %s, batch p50 %s", sync.Percentile(50), total.Percentile(50))
+	e.res.dist("type_click_sync", &typeClick)
+	e.progress("  click then type on Chromium: waited for the guest p50 %s, batch p50 %s; a click after keys waited p50 %s", sync.Percentile(50), total.Percentile(50), typeClick.Percentile(50))
 	return nil
 }
 
