@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -133,9 +134,9 @@ type entry struct {
 	guestReady chan struct{}
 	// onCreate are the commands a new desktop runs once restored.
 	onCreate []string
-	// settingGuest is set while a goroutine sets the guest's clock and
-	// identity, so a resume does not start a second.
-	settingGuest bool
+	// settingFor is the machine whose guest's clock and identity a
+	// goroutine is setting, so a resume does not start a second.
+	settingFor Machine
 }
 
 func (e *entry) snapshot() Desktop {
@@ -597,13 +598,15 @@ func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready cha
 		set = make(chan clockSet, 1)
 	}
 	e.mu.Lock()
-	e.settingGuest = true
+	e.settingFor = mach
 	e.mu.Unlock()
 	go func() {
 		defer closeReady(e, ready)
 		defer func() {
 			e.mu.Lock()
-			e.settingGuest = false
+			if e.settingFor == mach {
+				e.settingFor = nil
+			}
 			e.mu.Unlock()
 		}()
 		ctx, cancel := context.WithTimeout(m.base, time.Minute)
@@ -647,6 +650,11 @@ func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready cha
 }
 
 // guestSetUp records that mach's guest has its own clock and identity.
+// It runs beside the desktop's operations, whose own record written just
+// before this one would be undone by it (a pause, or a delete bringing the
+// record back), so the record is checked against the desktop afterwards
+// and written again (or deleted) if they differ. The entry's lock is not
+// held across the write: a fleet's store may take a while.
 func (m *Manager) guestSetUp(e *entry, mach Machine) {
 	e.mu.Lock()
 	if e.m != mach || !e.d.GuestPending || e.d.State == StateDeleted || e.d.State == StateStopping {
@@ -658,6 +666,18 @@ func (m *Manager) guestSetUp(e *entry, mach Machine) {
 	e.mu.Unlock()
 	if err := m.store.PutDesktop(d); err != nil {
 		m.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
+		return
+	}
+	now := e.snapshot()
+	var err error
+	switch {
+	case now.State == StateDeleted:
+		err = m.store.DeleteDesktop(now.ID)
+	case !reflect.DeepEqual(now, d):
+		err = m.store.PutDesktop(now)
+	}
+	if err != nil {
+		m.log.Error("record a desktop changed while its guest was set up", "desktop", d.ID, "err", err)
 	}
 }
 
@@ -667,10 +687,11 @@ func (m *Manager) guestSetUp(e *entry, mach Machine) {
 func (m *Manager) finishGuestSetUp(e *entry) {
 	e.mu.Lock()
 	mach := e.m
-	if !e.d.GuestPending || e.settingGuest || mach == nil || e.d.State != StateRunning {
+	if !e.d.GuestPending || mach == nil || e.settingFor == mach || e.d.State != StateRunning {
 		e.mu.Unlock()
 		return
 	}
+	e.settingFor = mach // in this critical section: two resumes start one
 	e.guestReady = make(chan struct{})
 	ready := e.guestReady
 	e.mu.Unlock()

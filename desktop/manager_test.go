@@ -514,3 +514,64 @@ func TestRestartFinishesTheGuestSetUp(t *testing.T) {
 		}
 	}
 }
+
+// gatedStore holds back the write that records a running desktop's guest
+// set up until the test lets it go.
+type gatedStore struct {
+	*desktoptest.MemStore
+	held   chan struct{} // closed when such a write is waiting
+	go_    chan struct{}
+	landed chan struct{} // closed once it is stored
+	once   sync.Once
+}
+
+func (s *gatedStore) PutDesktop(d desktop.Desktop) error {
+	gated := false
+	if d.State == desktop.StateRunning && !d.GuestPending {
+		s.once.Do(func() {
+			gated = true
+			close(s.held)
+			<-s.go_
+		})
+	}
+	err := s.MemStore.PutDesktop(d)
+	if gated {
+		close(s.landed)
+	}
+	return err
+}
+
+// The record that a guest is set up is written beside the desktop's
+// operations: one that lands after a pause's record does not leave the
+// desktop recorded as running.
+func TestTheGuestSetUpRecordDoesNotUndoAPause(t *testing.T) {
+	f, cat := fakeSetup(t)
+	store := &gatedStore{MemStore: desktoptest.NewMemStore(), held: make(chan struct{}), go_: make(chan struct{}), landed: make(chan struct{})}
+	ctx := context.Background()
+	m := desktop.NewManager(ctx, desktop.Config{Driver: f, Store: store, Catalog: cat})
+	defer m.Close()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-store.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guest set-up was never recorded")
+	}
+	if _, err := m.Pause(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(store.go_) // the stale write lands after the pause's
+	<-store.landed
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		recs, _ := store.LoadDesktops()
+		if len(recs) == 1 && recs[0].State == desktop.StatePaused && !recs[0].GuestPending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records %+v, want the desktop recorded paused with its guest set up", recs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -466,8 +466,6 @@ func hasKeys(events []desktop.InputEvent) bool {
 	return false
 }
 
-// buttonFrame says whether a frame presses or releases a pointer button
-// (wheel notches included: a scroll moves what keys would go to).
 // pressesButton says whether a frame presses a pointer button (a wheel
 // notch included).
 func pressesButton(events []desktop.InputEvent) bool {
@@ -479,6 +477,8 @@ func pressesButton(events []desktop.InputEvent) bool {
 	return false
 }
 
+// buttonFrame says whether a frame presses or releases a pointer button
+// (wheel notches included: a scroll moves what keys would go to).
 func buttonFrame(events []desktop.InputEvent) bool {
 	for _, e := range events {
 		if e.Kind == desktop.InputButton {

@@ -73,6 +73,10 @@ type Driver struct {
 
 	mu       sync.Mutex
 	machines map[golibvirt.UUID]*Machine // live machines, by domain UUID, for events
+	// stranded are the users of desktops found again whose domain could
+	// not be looked at (libvirtd failing, not the domain gone): their ids
+	// stay held until Cleanup has ended the domain, by machine id.
+	stranded map[string]*machineUser
 }
 
 var _ desktop.Driver = (*Driver)(nil)
@@ -173,6 +177,9 @@ func (d *Driver) Close() {
 	defer d.mu.Unlock()
 	for _, m := range d.machines {
 		m.user.letGo()
+	}
+	for _, u := range d.stranded {
+		u.letGo()
 	}
 }
 
@@ -279,13 +286,13 @@ func (d *Driver) start(ctx context.Context, rec record, s startSpec) (*Machine, 
 	}
 	pid := findPid(rec.UUID)
 	if err := user.verify(pid); err != nil {
-		m.Destroy(context.WithoutCancel(ctx))
+		m.abandon(context.WithoutCancel(ctx), "did not run as its own user")
 		return nil, err
 	}
 	var group []string
 	if s.role == RoleDesktop {
 		if group, err = d.confineDesktop(rec, pid); err != nil {
-			m.Destroy(context.WithoutCancel(ctx))
+			m.abandon(context.WithoutCancel(ctx), "could not be confined")
 			return nil, err
 		}
 	}
@@ -399,9 +406,14 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	}
 	if err != nil {
 		d.unregister(m)
+		if !errors.Is(err, desktop.ErrNotFound) {
+			// It may still run as its id: held until Cleanup ends it.
+			d.strand(rec.ID, m.user)
+			return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
+		}
 		// Ended while hostd was down: its disk goes back to root.
 		m.user.release()
-		if errors.Is(err, desktop.ErrNotFound) && rec.Hibernation() {
+		if rec.Hibernation() {
 			// Ended after saving its whole state: a hibernation whose
 			// record a crash kept from being written.
 			d.cgroupExit(rec.Cgroup)
@@ -420,6 +432,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 			// hibernation.
 			if err := d.destroyDomain(ctx, rec); err != nil {
 				d.unregister(m)
+				d.strand(rec.ID, m.user)
 				return nil, fmt.Errorf("machine %s: finish its hibernation: %w", rec.ID, err)
 			}
 			m.exit("was hibernated")
@@ -432,6 +445,7 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 	rec.RemoveHibernation()
 	if err := m.findDiskAgain(ctx); err != nil {
 		d.unregister(m)
+		d.strand(rec.ID, m.user)
 		return nil, fmt.Errorf("machine %s: %w", rec.ID, err)
 	}
 	if err := m.armDiskBound(ctx); err != nil {
@@ -457,7 +471,9 @@ func (m *Machine) findDiskAgain(ctx context.Context) error {
 	m.mu.Lock()
 	m.rec.Disk = next
 	m.mu.Unlock()
-	m.user.setDisk(next)
+	if err := m.user.own(next); err != nil {
+		return fmt.Errorf("give its moved disk to its user: %w", err)
+	}
 	return nil
 }
 
@@ -508,7 +524,30 @@ func (d *Driver) Cleanup(ctx context.Context, raw json.RawMessage) error {
 			return err
 		}
 	}
+	d.unstrand(rec.ID).release()
 	return rec.Remove()
+}
+
+// strand keeps the user of a machine whose domain's end is not known.
+func (d *Driver) strand(id string, u *machineUser) {
+	if u == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stranded == nil {
+		d.stranded = map[string]*machineUser{}
+	}
+	d.stranded[id] = u
+}
+
+// unstrand takes a stranded user back, nil if there is none.
+func (d *Driver) unstrand(id string) *machineUser {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := d.stranded[id]
+	delete(d.stranded, id)
+	return u
 }
 
 // destroyDomain ends a record's domain when it exists and is this

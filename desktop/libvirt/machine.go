@@ -372,6 +372,19 @@ func (m *Machine) Destroy(ctx context.Context) error {
 	return rec.Remove()
 }
 
+// abandon ends a domain that did not finish starting and leaves its files
+// to the caller: a failed wake keeps its saved state and disk for a later
+// try, a failed restore removes its own.
+// If the domain cannot be destroyed, the machine stays registered and
+// its user held until libvirt reports the domain's end.
+func (m *Machine) abandon(ctx context.Context, reason string) {
+	if err := m.drv.destroyDomain(ctx, m.record()); err != nil {
+		m.log.Error("a domain that did not finish starting is left running until it ends", "err", err)
+		return
+	}
+	m.exit(reason)
+}
+
 // stateName names a libvirt domain state for messages.
 func stateName(s int32) string {
 	switch golibvirt.DomainState(s) {

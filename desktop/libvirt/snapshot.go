@@ -193,10 +193,8 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	// the switch fails: the disk stays the desktop's and in use.
 	unfreeze := func() {
 		os.Remove(snapDisk)
-		if m.user != nil {
-			if err := m.user.owner.Give(rec.Disk); err != nil {
-				m.log.Error("give a disk whose freeze failed back to its desktop", "err", err)
-			}
+		if err := m.user.own(rec.Disk); err != nil {
+			m.log.Error("give a disk whose freeze failed back to its desktop", "err", err)
 		}
 	}
 	if m.user != nil {
@@ -212,12 +210,12 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 		unfreeze()
 		return err
 	}
-	if m.user != nil {
-		if err := m.user.owner.Give(next); err != nil {
-			os.Remove(next)
-			unfreeze()
-			return fmt.Errorf("freeze disk: %w", err)
-		}
+	// The id owns next from here, so a domain ending from now on gives
+	// next back to root with the rest.
+	if err := m.user.own(next); err != nil {
+		os.Remove(next)
+		unfreeze()
+		return fmt.Errorf("freeze disk: %w", err)
 	}
 	x, err := snapshotXML(next)
 	if err != nil {
@@ -238,7 +236,6 @@ func (m *Machine) freezeDisk(ctx context.Context, snapDisk string) error {
 	m.rec.Frozen = rec.Disk
 	m.rec.Disk = next
 	m.mu.Unlock()
-	m.user.setDisk(next)
 	// The bound follows the disk to its new top overlay.
 	if err := m.armDiskBound(ctx); err != nil {
 		m.log.Warn("disk bound not armed on the new overlay", "err", err)

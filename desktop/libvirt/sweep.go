@@ -64,6 +64,11 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 			}
 		}
 		if hibernated[meta.ID] {
+			// A wake cut short gave the kept disk to an id nobody holds
+			// now: root's again before the id goes to another desktop.
+			if err := rootOwnsFiles(dirs.DataDir); err != nil {
+				errs = append(errs, fmt.Errorf("sweep: %w", err))
+			}
 			dirs.DataDir = ""
 		}
 		if err := dirs.Remove(); err != nil {
@@ -73,4 +78,19 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 		swept = append(swept, dom.Name)
 	}
 	return swept, errors.Join(errs...)
+}
+
+// rootOwnsFiles gives every file directly in dir to root.
+func rootOwnsFiles(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var files []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	return qemuvm.Root.Chown(files...)
 }

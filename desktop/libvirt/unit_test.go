@@ -3,12 +3,16 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 )
 
 func TestParseURI(t *testing.T) {
@@ -156,4 +160,83 @@ func TestPlacedByLibvirt(t *testing.T) {
 	if _, err := placedByLibvirt("not a cgroup line"); err == nil {
 		t.Error("an unreadable /proc/PID/cgroup was taken")
 	}
+}
+
+// The disk a desktop's id owns goes back to root when its domain ends, and
+// nothing given after that (a failed freeze undoing itself late) reaches
+// the id, which may be another desktop's by then.
+func TestAnEndedUserOwnsNothingMore(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changes files' owners: run as root")
+	}
+	dir := t.TempDir()
+	disk, late := filepath.Join(dir, "disk-0.qcow2"), filepath.Join(dir, "disk-1.qcow2")
+	for _, p := range []string{disk, late} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &machineUser{owner: qemuvm.Owner{UID: 900000123, GID: 900000123}, log: slog.New(slog.DiscardHandler)}
+	if err := u.own(disk); err != nil {
+		t.Fatal(err)
+	}
+	if uid := fileUID(t, disk); uid != 900000123 {
+		t.Fatalf("the disk is uid %d's, want the desktop's", uid)
+	}
+	u.release()
+	if err := u.own(late); err != nil {
+		t.Fatal(err)
+	}
+	if uid := fileUID(t, disk); uid != 0 {
+		t.Errorf("after the end the disk is uid %d's, want root's", uid)
+	}
+	if uid := fileUID(t, late); uid != 0 {
+		t.Errorf("a file given after the end is uid %d's, want root's", uid)
+	}
+}
+
+// A sweep keeps a hibernated desktop's data directory, its files root's.
+func TestRootOwnsFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changes files' owners: run as root")
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk-0.qcow2")
+	if err := os.WriteFile(disk, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(disk, 900000123, 900000123); err != nil {
+		t.Fatal(err)
+	}
+	if err := rootOwnsFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	if uid := fileUID(t, disk); uid != 0 {
+		t.Errorf("the disk is uid %d's, want root's", uid)
+	}
+}
+
+func TestStrandedUsersWaitForCleanup(t *testing.T) {
+	d := &Driver{}
+	u := &machineUser{}
+	d.strand("d-1", u)
+	d.strand("d-2", nil)
+	if got := d.unstrand("d-1"); got != u {
+		t.Errorf("unstrand d-1 = %p, want the stranded user %p", got, u)
+	}
+	if got := d.unstrand("d-1"); got != nil {
+		t.Errorf("a second unstrand gave %p, want nil", got)
+	}
+	if got := d.unstrand("d-2"); got != nil {
+		t.Errorf("a nil user was stranded: %p", got)
+	}
+}
+
+func fileUID(t *testing.T, path string) uint32 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Uid
 }

@@ -75,8 +75,9 @@ type machineUser struct {
 	log   *slog.Logger
 	once  sync.Once
 
-	mu   sync.Mutex // guards disk, and lease's release
-	disk string     // the file the id owns: the top disk overlay
+	mu       sync.Mutex // guards disk and released, and lease's release
+	disk     string     // the file the id owns: the top disk overlay
+	released bool       // the domain ended and the disk went back to root
 }
 
 // newUser takes an id for rec's desktop and gives it its disk: readable
@@ -144,15 +145,24 @@ func (u *machineUser) ownerOf() qemuvm.Owner {
 	return u.owner
 }
 
-// setDisk names the file the id owns now (a snapshot moved the desktop to
-// a new overlay).
-func (u *machineUser) setDisk(path string) {
+// own gives path to the id as the disk it owns now (a snapshot moving
+// the desktop to a new overlay, or back when that failed). Once the
+// domain has ended it does nothing: the id may be another desktop's by
+// then.
+func (u *machineUser) own(path string) error {
 	if u == nil {
-		return
+		return nil
 	}
 	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.released {
+		return nil
+	}
+	if err := u.owner.Give(path); err != nil {
+		return err
+	}
 	u.disk = path
-	u.mu.Unlock()
+	return nil
 }
 
 // verify checks that QEMU has become the desktop's user. QEMU drops root at
@@ -186,17 +196,15 @@ func (u *machineUser) release() {
 	}
 	u.once.Do(func() {
 		u.mu.Lock()
-		disk := u.disk
-		u.mu.Unlock()
-		if disk != "" {
-			if err := qemuvm.Root.Chown(disk); err != nil && !os.IsNotExist(err) {
-				u.log.Error("an ended desktop's disk keeps its user; its id stays held", "disk", disk, "err", err)
+		defer u.mu.Unlock()
+		u.released = true
+		if u.disk != "" {
+			if err := qemuvm.Root.Chown(u.disk); err != nil {
+				u.log.Error("an ended desktop's disk keeps its user; its id stays held", "disk", u.disk, "err", err)
 				return // better an id lost than handed out with a file
 			}
 		}
-		u.mu.Lock()
 		u.lease.Release()
-		u.mu.Unlock()
 	})
 }
 
