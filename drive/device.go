@@ -36,6 +36,7 @@ type device struct {
 	// keysUnread says key frames went out that the guest has not been
 	// seen to take: a button press must wait for them (sealKeys).
 	keysUnread bool
+	lastKeys   time.Time // when the last key frame went out
 }
 
 var _ input.Device = (*device)(nil)
@@ -91,6 +92,7 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 	}
 	if hasKeys(events) {
 		d.keysUnread = true
+		d.lastKeys = time.Now()
 	}
 	batchOf(ctx).sent(d.counter())
 	err = mach.SendInput(ctx, events)
@@ -225,17 +227,25 @@ func (d *device) sealPointer(ctx context.Context, mach desktop.Machine) error {
 // here (not every key draws), but the guest's CPUs do: a pending key
 // keeps interrupting the guest, so a window in which they were idle means
 // the guest has read every key and its applications are done with them.
-// Bounded by KeyWait; without an idle window the press goes on, and the
-// batch says so.
+// Bounded by KeyReaction from the last key: a browser desktop fresh from
+// its restore stays busy for seconds whatever it is sent, so there the
+// signal seldom comes and the bound is what the press waits; and a click
+// in a later call (an agent's next action, after the typing's settled
+// screenshot) finds that time already gone and does not wait. Without an
+// idle window the press goes on, and the batch says so.
 func (d *device) sealKeys(ctx context.Context, mach desktop.Machine) error {
 	d.keysUnread = false
+	bound := time.Until(d.lastKeys.Add(d.s.cfg.KeyReaction))
+	if bound <= 0 {
+		return nil
+	}
 	start := time.Now()
-	idle, err := newCPUMeter(mach.VCPUTime).waitIdle(ctx, d.s.cfg.KeyWait)
+	idle, err := newCPUMeter(mach.VCPUTime).waitIdle(ctx, bound)
 	batchOf(ctx).waited(time.Since(start))
 	if err != nil || idle {
 		return err
 	}
-	batchOf(ctx).warn(fmt.Sprintf("a button press followed keys while the desktop was still busy %s after them: it may reach the application before the last keys", d.s.cfg.KeyWait))
+	batchOf(ctx).warn(fmt.Sprintf("a button press followed keys while the desktop was still busy %s after them: it may reach the application before the last keys", d.s.cfg.KeyReaction))
 	return nil
 }
 

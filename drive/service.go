@@ -55,8 +55,9 @@ type Config struct {
 	// before keys follow it (device.sealPointer); 0 takes DefaultKeyWait.
 	KeyWait time.Duration
 	// KeyReaction bounds the wait, after that, for the screen to react to
-	// the click, and then the wait for the guest's CPUs to go idle; 0 takes
-	// DefaultReaction.
+	// the click, and then the wait for the guest's CPUs to go idle; and a
+	// button press's wait, from the last key before it, for the guest to
+	// take the keys (device.sealKeys). 0 takes DefaultReaction.
 	KeyReaction time.Duration
 }
 

@@ -469,7 +469,7 @@ func reactionOf(p *drive.Picture) string {
 // A click after typed keys waits for the guest to have taken them: its
 // CPUs going idle. While they stay busy the press is held back.
 func TestAClickAfterKeysWaitsForTheGuestToTakeThem(t *testing.T) {
-	h := newHarness(t, drive.Config{KeyWait: 10 * time.Second})
+	h := newHarness(t, drive.Config{KeyReaction: 10 * time.Second})
 	m := h.machine()
 	m.SetBusy(true)
 	const busyFor = 300 * time.Millisecond
@@ -507,7 +507,7 @@ func TestAClickAfterKeysWaitsForTheGuestToTakeThem(t *testing.T) {
 }
 
 func TestAClickAfterKeysToABusyGuestGoesOnWithAWarning(t *testing.T) {
-	h := newHarness(t, drive.Config{KeyWait: 250 * time.Millisecond})
+	h := newHarness(t, drive.Config{KeyReaction: 250 * time.Millisecond})
 	h.machine().SetBusy(true)
 	out, err := h.run(input.Batch{{Kind: input.KindKey, Chord: "a"}, {Kind: input.KindClick, At: at(10, 20)}})
 	if err != nil || out.Err != nil {
@@ -518,6 +518,16 @@ func TestAClickAfterKeysToABusyGuestGoesOnWithAWarning(t *testing.T) {
 	}
 	if got := kinds(h.machine().Inputs()); got != "key a, move 10,20, press, release" {
 		t.Errorf("frames: %s", got)
+	}
+	// Keys whose bound has passed by the time the click comes (an
+	// agent's next call) cost the click nothing.
+	if _, err := h.run(input.Batch{{Kind: input.KindKey, Chord: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	<-time.After(300 * time.Millisecond) // the agent's turn, longer than the bound
+	out, err = h.run(input.Batch{{Kind: input.KindClick, At: at(10, 20)}})
+	if err != nil || out.Err != nil || out.SyncWait != 0 || len(out.Warnings) != 0 {
+		t.Errorf("a click a turn after the keys: %v / %v, sync wait %s, warnings %q; want no wait", err, out.Err, out.SyncWait, out.Warnings)
 	}
 }
 
