@@ -650,11 +650,6 @@ func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready cha
 }
 
 // guestSetUp records that mach's guest has its own clock and identity.
-// It runs beside the desktop's operations, whose own record written just
-// before this one would be undone by it (a pause, or a delete bringing the
-// record back), so the record is checked against the desktop afterwards
-// and written again (or deleted) if they differ. The entry's lock is not
-// held across the write: a fleet's store may take a while.
 func (m *Manager) guestSetUp(e *entry, mach Machine) {
 	e.mu.Lock()
 	if e.m != mach || !e.d.GuestPending || e.d.State == StateDeleted || e.d.State == StateStopping {
@@ -664,21 +659,30 @@ func (m *Manager) guestSetUp(e *entry, mach Machine) {
 	e.d.GuestPending = false
 	d := e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
+	if err := m.putBeside(e, d); err != nil {
 		m.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
-		return
+	}
+}
+
+// putBeside writes d, a copy of e's desktop taken by work that runs
+// beside the desktop's operations (its guest's set-up, its on_create
+// commands). An operation's own record written just before would be
+// undone by it (a pause, or a delete bringing the record back), so the
+// record is checked against the desktop afterwards and written again (or
+// deleted) if they differ. The entry's lock is not held across the write:
+// a fleet's store may take a while.
+func (m *Manager) putBeside(e *entry, d Desktop) error {
+	if err := m.store.PutDesktop(d); err != nil {
+		return err
 	}
 	now := e.snapshot()
-	var err error
 	switch {
 	case now.State == StateDeleted:
-		err = m.store.DeleteDesktop(now.ID)
+		return m.store.DeleteDesktop(now.ID)
 	case !reflect.DeepEqual(now, d):
-		err = m.store.PutDesktop(now)
+		return m.store.PutDesktop(now)
 	}
-	if err != nil {
-		m.log.Error("record a desktop changed while its guest was set up", "desktop", d.ID, "err", err)
-	}
+	return nil
 }
 
 // finishGuestSetUp sets the clock and identity of a resumed desktop whose

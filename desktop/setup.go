@@ -56,7 +56,7 @@ func (m *Manager) runSetup(ctx context.Context, e *entry, mach Machine, cmds []s
 	e.d.Setup = &s
 	d := e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
+	if err := m.putBeside(e, d); err != nil {
 		m.log.Error("record a desktop's setup", "desktop", d.ID, "err", err)
 	}
 	summary := fmt.Sprintf("on_create: %d commands done in %.1fs", s.Commands, s.Seconds)
