@@ -38,27 +38,17 @@ func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
 		if err != nil {
 			return err
 		}
+		url := base + "/v1/desktops/" + d.ID + "/actions"
 		field, err := e.startPageField(ctx, d.ID)
 		if err == nil {
-			body := fmt.Sprintf(`{"actions":[{"action":"click","x":%d,"y":%d},{"action":"type","text":"bench%d"}]}`, field.X, field.Y, i)
-			var out api.ActionsResponse
 			var took time.Duration
-			out, took, err = postBatch(ctx, base+"/v1/desktops/"+d.ID+"/actions", token, body)
-			if err == nil {
-				sync.Add(time.Duration(out.SyncMs * float64(time.Millisecond)))
-				total.Add(took)
-				if len(out.Warnings) > 0 {
-					e.res.note("click_type: " + strings.Join(out.Warnings, "; "))
-				}
-				body = fmt.Sprintf(`{"actions":[{"action":"type","text":"!"},{"action":"click","x":%d,"y":%d}]}`, field.X, field.Y)
-				out, _, err = postBatch(ctx, base+"/v1/desktops/"+d.ID+"/actions", token, body)
-				if err == nil {
-					typeClick.Add(time.Duration(out.SyncMs * float64(time.Millisecond)))
-					if len(out.Warnings) > 0 {
-						e.res.note("type_click: " + strings.Join(out.Warnings, "; "))
-					}
-				}
-			}
+			took, err = e.syncedBatch(ctx, url, token, "click_type", &sync,
+				fmt.Sprintf(`{"actions":[{"action":"click","x":%d,"y":%d},{"action":"type","text":"bench%d"}]}`, field.X, field.Y, i))
+			total.Add(took)
+		}
+		if err == nil {
+			_, err = e.syncedBatch(ctx, url, token, "type_click", &typeClick,
+				fmt.Sprintf(`{"actions":[{"action":"type","text":"!"},{"action":"click","x":%d,"y":%d}]}`, field.X, field.Y))
 		}
 		if derr := e.mgr.Delete(context.WithoutCancel(ctx), d.ID); err == nil {
 			err = derr
@@ -72,6 +62,21 @@ func (e *env) clickTypeSuite(ctx context.Context, base, token string) error {
 	e.res.dist("type_click_sync", &typeClick)
 	e.progress("  click then type on Chromium: waited for the guest p50 %s, batch p50 %s; a click after keys waited p50 %s", sync.Percentile(50), total.Percentile(50), typeClick.Percentile(50))
 	return nil
+}
+
+// syncedBatch posts one batch, adds the time the server says it waited
+// for the guest to sync, notes its warnings under name, and returns its
+// round trip.
+func (e *env) syncedBatch(ctx context.Context, url, token, name string, sync *Dist, body string) (time.Duration, error) {
+	out, took, err := postBatch(ctx, url, token, body)
+	if err != nil {
+		return 0, err
+	}
+	sync.Add(time.Duration(out.SyncMs * float64(time.Millisecond)))
+	if len(out.Warnings) > 0 {
+		e.res.note(name + ": " + strings.Join(out.Warnings, "; "))
+	}
+	return took, nil
 }
 
 // startPageField finds the start page's text field on a new browser
