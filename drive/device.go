@@ -33,10 +33,9 @@ type device struct {
 	// unread says a pointer button frame went out that the guest has not
 	// been seen to read: keys must wait for it (sealPointer).
 	unread bool
-	// keysUnread says key frames went out that the guest has not been
-	// seen to take: a button press must wait for them (sealKeys).
-	keysUnread bool
-	lastKeys   time.Time // when the last key frame went out
+	// keysSent is when the last key frame went out, zero once a button
+	// press has waited for the guest to take it (sealKeys).
+	keysSent time.Time
 }
 
 var _ input.Device = (*device)(nil)
@@ -63,7 +62,7 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 		err = d.endDrag(ctx, mach)
 	case d.unread && hasKeys(events):
 		err = d.sealPointer(ctx, mach)
-	case d.keysUnread && pressesButton(events):
+	case !d.keysSent.IsZero() && pressesButton(events):
 		err = d.sealKeys(ctx, mach)
 	}
 	if err != nil {
@@ -91,8 +90,7 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 		d.unread = true
 	}
 	if hasKeys(events) {
-		d.keysUnread = true
-		d.lastKeys = time.Now()
+		d.keysSent = time.Now()
 	}
 	batchOf(ctx).sent(d.counter())
 	err = mach.SendInput(ctx, events)
@@ -234,8 +232,8 @@ func (d *device) sealPointer(ctx context.Context, mach desktop.Machine) error {
 // screenshot) finds that time already gone and does not wait. Without an
 // idle window the press goes on, and the batch says so.
 func (d *device) sealKeys(ctx context.Context, mach desktop.Machine) error {
-	d.keysUnread = false
-	bound := time.Until(d.lastKeys.Add(d.s.cfg.KeyReaction))
+	bound := time.Until(d.keysSent.Add(d.s.cfg.KeyReaction))
+	d.keysSent = time.Time{}
 	if bound <= 0 {
 		return nil
 	}
