@@ -220,7 +220,11 @@ func decodeRecipe(data []byte) (recipeFile, error) {
 	var rf recipeFile
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return rf, yamlError(err)
+		re := yamlError(err)
+		if line := syntaxLine(data); line > 0 {
+			re.Line = line
+		}
+		return rf, re
 	}
 	if len(doc.Content) == 0 {
 		return rf, &RecipeError{Msg: "empty: it needs at least name and from"}
@@ -244,7 +248,7 @@ func decodeRecipe(data []byte) (recipeFile, error) {
 
 // yamlError turns the YAML library's message ("yaml: unmarshal errors:\n
 // line 3: field foo not found in type ...") into a RecipeError.
-func yamlError(err error) error {
+func yamlError(err error) *RecipeError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
 	var lines []string
@@ -261,6 +265,41 @@ func yamlError(err error) error {
 		lines = append(lines, l)
 	}
 	return &RecipeError{Line: line, Msg: strings.Join(lines, "; ")}
+}
+
+// syntaxBudget bounds the bytes syntaxLine parses in all, so that a large
+// file with its mistake near the top costs no more than that.
+const syntaxBudget = 8 << 20
+
+// syntaxLine finds the line of a YAML syntax error, or 0. The YAML library
+// gives the line where the construct around the mistake begins (for most
+// mistakes the recipe's top-level mapping: its first line, or the one
+// after a leading comment), and counts a parser error's lines from 0, so
+// its number can lie lines above the mistake. Whole lines the mistake
+// comes after still parse, and no prefix that holds it does: the mistake
+// is on the line after the longest prefix of whole lines that parses.
+func syntaxLine(data []byte) int {
+	var ends []int // ends[k]: the length of the first k+1 lines
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		ends = append(ends, len(data))
+	}
+	spent := 0
+	for k := len(ends) - 1; k > 0; k-- {
+		prefix := data[:ends[k-1]]
+		if spent += len(prefix); spent > syntaxBudget {
+			return 0
+		}
+		var n yaml.Node
+		if yaml.Unmarshal(prefix, &n) == nil {
+			return k + 1
+		}
+	}
+	return 1
 }
 
 // cutLine splits "line 3: rest" into 3 and "rest".

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -217,6 +218,36 @@ func TestRecipeErrors(t *testing.T) {
 	}
 }
 
+// TestRecipeSyntaxErrorLine checks that a YAML syntax error names the line
+// the mistake is on. The YAML library names where the construct around it
+// begins, counting from 0 for some errors: a recipe with a comment on top
+// had every such error "at line 1".
+func TestRecipeSyntaxErrorLine(t *testing.T) {
+	top := "# office desktop\nname: office\nfrom: minimal\ncpus: 1\n"
+	for _, tc := range []struct {
+		name, recipe string
+		line         int
+	}{
+		{"indented key", top + "memory_mib: 512\n  disk_mib: 4096\n", 6},
+		{"key out of a list item", top + "apps:\n  - name: x\n    run: y\n   ready: {file: /f}\n", 8},
+		{"list item in a mapping", top + "packages: [a]\n- b\nbuild: [c]\n", 6},
+		{"tab", top + "build:\n\t- echo\n", 6},
+		{"unclosed list", top + "packages: [a, b\nbuild: [c]\nmemory_mib: 512\n", 5},
+		{"quote", top + "on_create: ['it's']\nmemory_mib: 512\n", 5},
+		{"no comment, last line", "name: a\nfrom: minimal\ncpus: 1\nmemory_mib: 512\ndisk_mib: 4096\n- x", 6},
+		{"first line", "name: a: b\nfrom: minimal\n", 1},
+		{"a key after a list", "- a\nname: b\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := LoadRecipe(writeRecipe(t, map[string]string{"r.yaml": tc.recipe}, "r.yaml"))
+			var re *RecipeError
+			if !errors.As(err, &re) || re.Line != tc.line {
+				t.Fatalf("got %v, want an error at line %d", err, tc.line)
+			}
+		})
+	}
+}
+
 func TestLoadRecipeNotFound(t *testing.T) {
 	_, _, err := LoadRecipe(filepath.Join(t.TempDir(), "none.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "none.yaml: no such recipe") {
@@ -271,6 +302,10 @@ func FuzzDecodeRecipe(f *testing.F) {
 			var re *RecipeError
 			if !errors.As(err, &re) {
 				t.Fatalf("error %v is not a RecipeError", err)
+			}
+			// The line named is one of the file's.
+			if lines := bytes.Count(data, []byte("\n")) + 1; re.Line < 0 || re.Line > lines {
+				t.Fatalf("error %v names line %d of %d", err, re.Line, lines)
 			}
 			return
 		}
