@@ -106,6 +106,10 @@ type Manager struct {
 	// deleted at once cannot each see the other as a user and both skip it.
 	gcMu sync.Mutex
 
+	// poolMu guards pooled, the snapshots whose warm pools run.
+	poolMu sync.Mutex
+	pooled map[string]Snapshot
+
 	mu       sync.Mutex
 	desktops map[string]*entry
 	held     map[string]int // snapshots a fork in flight holds

@@ -34,6 +34,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		m.collectSnapshots(names)
 	}
+	// Watch first, so a bake that ends between the two is not missed.
+	m.watchCatalog()
 	m.warmAll()
 	m.kickTTL()
 	go m.verifyAll()
@@ -129,37 +131,6 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 	m.mu.Lock()
 	m.desktops[d.ID] = e
 	m.mu.Unlock()
-}
-
-// warmAll asks a pooling driver to keep machines ready for every golden
-// (non-ephemeral) snapshot.
-func (m *Manager) warmAll() {
-	w, ok := m.drv.(Warmer)
-	if !ok || m.limits.PoolSize <= 0 {
-		return
-	}
-	snaps, _, err := m.catalog.List()
-	if err != nil {
-		return
-	}
-	for _, s := range snaps {
-		if s.Manifest.Ephemeral || len(s.Manifest.Machine.Mismatch(m.drv.Shape())) > 0 {
-			continue
-		}
-		w.Warm(s, m.limits.PoolSize)
-	}
-}
-
-// Warm (re)starts the warm pool of one snapshot, e.g. after a bake.
-func (m *Manager) Warm(name string) error {
-	s, err := m.catalog.Get(name)
-	if err != nil {
-		return err
-	}
-	if w, ok := m.drv.(Warmer); ok && !s.Manifest.Ephemeral {
-		w.Warm(s, m.limits.PoolSize)
-	}
-	return nil
 }
 
 func (m *Manager) kickTTL() {
