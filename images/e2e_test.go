@@ -2,7 +2,12 @@ package images_test
 
 import (
 	"context"
+	"errors"
 	"image"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +94,76 @@ func TestBakeRefusesBadInput(t *testing.T) {
 	}
 	if snaps, _, _ := cat.List(); len(snaps) != 0 {
 		t.Errorf("a refused bake left snapshots: %v", snaps)
+	}
+}
+
+// TestFailedBakeLeavesNoMemory makes a bake fail at each point it can fail
+// after its boot (the guest never ready, the context ended, the settle
+// failing, the save failing) and checks each leaves no RAM file on the
+// driver's tmpfs, no draft in the catalog and no QEMU running: a failed
+// bake's memory file (as large as the guest's RAM) used to stay on
+// /dev/shm until the next driver start swept it.
+func TestFailedBakeLeavesNoMemory(t *testing.T) {
+	im := testenv.Snapshot(t, images.FlavorMinimal).Image
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cat, err := desktop.NewCatalog(testenv.DataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	memDir := filepath.Join(testenv.DataDir(t), "memory")
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), SnapshotsDir: cat.Dir(), MemoryDir: memDir, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	settled := func(ctx context.Context, m desktop.Machine) error { return nil }
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // of the bake's context; 0: the test's
+		ready   time.Duration
+		settle  func(context.Context, desktop.Machine) error
+		want    string
+	}{
+		{name: "never ready", ready: time.Second, settle: settled, want: "did not report ready within 1s"},
+		{name: "cancelled", timeout: 2 * time.Second, settle: settled, want: "context deadline exceeded"},
+		{name: "settle fails", settle: func(context.Context, desktop.Machine) error { return errors.New("screen never settled") }, want: "screen never settled"},
+		{name: "save fails", settle: func(_ context.Context, m desktop.Machine) error {
+			// QEMU ends between the settle and the save.
+			return syscall.Kill(m.Pid(), syscall.SIGKILL)
+		}, want: "save template"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bctx := ctx
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				bctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			var pid int
+			_, err := images.Bake(bctx, images.BakeOptions{
+				Driver: drv, Catalog: cat, Image: im, Name: "failing", MemoryMiB: 512, ReadyTimeout: tc.ready,
+				Settle: func(ctx context.Context, m desktop.Machine) error {
+					pid = m.Pid()
+					return tc.settle(ctx, m)
+				},
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("bake: got %v, want an error saying %q", err, tc.want)
+			}
+			left, _ := os.ReadDir(memDir)
+			for _, e := range left {
+				t.Errorf("the failed bake left %s in the memory directory", e.Name())
+			}
+			drafts, _ := filepath.Glob(filepath.Join(cat.Dir(), ".draft-*"))
+			if len(drafts) > 0 {
+				t.Errorf("the failed bake left drafts %v", drafts)
+			}
+			if pid != 0 {
+				if err := syscall.Kill(pid, 0); err == nil {
+					t.Errorf("the failed bake's QEMU (pid %d) still runs", pid)
+				}
+			}
+		})
 	}
 }

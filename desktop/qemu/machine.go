@@ -202,6 +202,7 @@ func (m *Machine) Destroy(ctx context.Context) error {
 		return err
 	}
 	m.qmp.Close()
+	m.record().dropMemory()
 	return m.record().Remove()
 }
 

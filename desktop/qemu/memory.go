@@ -47,6 +47,16 @@ func placeMemory(tmp, dir string, ephemeral bool) error {
 	return os.Remove(tmp)
 }
 
+// dropMemory removes a template's RAM file that its snapshot never took:
+// a bake that failed or was cancelled before its save leaves it on tmpfs
+// (as large as the guest's RAM), where only the next driver start's sweep
+// would find it. A saved template's record no longer names it.
+func (r record) dropMemory() {
+	if r.Template && r.Memory != "" {
+		os.Remove(r.Memory)
+	}
+}
+
 // sweepMemory removes template memory files that neither a snapshot (by
 // its memory link) nor a live draft refers to: what a crash mid-bake or
 // mid-fork left on tmpfs.

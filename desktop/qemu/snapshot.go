@@ -51,6 +51,11 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string, opts desktop.Sna
 		os.Remove(rec.Memory)
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
+	// The file is the snapshot's now (a fork template's is linked, not
+	// moved): a later Destroy must not remove it.
+	m.mu.Lock()
+	m.rec.Memory = ""
+	m.mu.Unlock()
 	return rec.Shape, nil
 }
 
