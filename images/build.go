@@ -92,6 +92,9 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 		fmt.Fprintf(opts.Progress, "image %s (%s) is cached: %s\n", im.Name, short(hash), final)
 		return im, nil
 	}
+	if err := checkPackages(ctx, r, opts); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
+	}
 	if err := CheckTools(); err != nil {
 		return Image{}, err
 	}
@@ -114,6 +117,42 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	im.Dir = final
 	fmt.Fprintf(opts.Progress, "image %s built in %s: %s\n", im.Name, time.Since(b.start).Round(time.Second), final)
 	return im, nil
+}
+
+// checkPackages fails a build whose recipe names packages that the
+// mirror's suite does not have, every one of them in one error, before
+// debootstrap runs. Without a package list (no mirror answers and none is
+// kept) the build goes on, and apt says which name it cannot find.
+func checkPackages(ctx context.Context, r Recipe, opts BuildOptions) error {
+	mirror := opts.Mirror
+	var err error
+	if mirror == "" {
+		mirror, err = defaultMirror()
+	}
+	var ix *packageIndex
+	var note string
+	if err == nil {
+		ix, note, err = loadPackageIndex(ctx, mirror, r.Suite, opts.CacheDir)
+	}
+	if err != nil {
+		fmt.Fprintf(opts.Progress, "package names not checked before the build (apt will say which it cannot find): %v\n", err)
+		return nil
+	}
+	if note != "" {
+		fmt.Fprintf(opts.Progress, "package names: %s\n", note)
+	}
+	names := append(append([]string(nil), r.Packages...), r.AptPackages...)
+	bad := ix.unknown(names)
+	if len(bad) == 0 {
+		fmt.Fprintf(opts.Progress, "%d package names found in Debian %s (main, %s; the list of %s)\n", len(names), ix.Suite, ix.Arch, ix.Date)
+		return nil
+	}
+	where := ""
+	if r.Source != "" {
+		where = "recipe " + r.Source + ": "
+	}
+	return fmt.Errorf("%sDebian %s (main, %s; the list of %s) has no package %s: correct the names (apt-cache search finds them on a Debian %s host) and build again",
+		where, ix.Suite, ix.Arch, ix.Date, strings.Join(bad, ", "), ix.Suite)
 }
 
 type builder struct {

@@ -167,3 +167,28 @@ func TestFailedBakeLeavesNoMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildRefusesUnknownPackagesUpFront builds a recipe with a misspelt
+// package against debootstrap's own mirror: the build fails in seconds,
+// before debootstrap, naming the package and the one meant (apt used to
+// say so after the whole debootstrap, minutes in).
+func TestBuildRefusesUnknownPackagesUpFront(t *testing.T) {
+	testenv.SkipShort(t)
+	testenv.Require(t, "debootstrap")
+	r, err := images.NewRecipe(images.FlavorMinimal, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Name = "misspelt"
+	r.AptPackages = append(r.AptPackages, "libreoffice-calcc", "mupdf")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var progress strings.Builder
+	_, err = images.Build(ctx, r, images.BuildOptions{CacheDir: testenv.CacheDir(), Progress: &progress})
+	t.Logf("progress:\n%s", progress.String())
+	if err == nil || !strings.Contains(err.Error(), `"libreoffice-calcc" (did you mean libreoffice-calc?)`) || strings.Contains(err.Error(), "mupdf") {
+		t.Fatalf("build: %v", err)
+	}
+	t.Logf("refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
