@@ -324,7 +324,7 @@ func (m *Mirror) attach(c *Client) bool {
 
 // connect dials and handshakes.
 func connect(ctx context.Context, opts MirrorOptions) (*Client, error) {
-	conn, err := opts.Dial(ctx)
+	conn, err := dialRetry(ctx, opts.Dial)
 	if err != nil {
 		return nil, fmt.Errorf("dial vnc server: %w", err)
 	}

@@ -144,7 +144,7 @@ func relay(ctx context.Context, v viewerStream, up net.Conn, dial Dialer, opts P
 	}
 	if up == nil {
 		dctx, dcancel := context.WithDeadline(ctx, deadline)
-		conn, err := dial(dctx)
+		conn, err := dialRetry(dctx, dial)
 		dcancel()
 		if err != nil {
 			return fmt.Errorf("dial desktop: %w", err)

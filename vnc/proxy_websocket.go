@@ -14,17 +14,21 @@ import (
 // ServeWebSocket upgrades an HTTP request, already authenticated by the
 // caller, to a WebSocket of binary RFB (noVNC), and relays it to a new
 // connection to the desktop from dial. It accepts the "binary" subprotocol
-// that noVNC may ask for, or none. When the desktop cannot be reached it
-// answers 502 before upgrading. It returns when the session ends: the viewer
+// that noVNC may ask for, or none. A desktop whose VNC server is busy
+// taking connections is waited for (dialRetry); one that cannot be reached
+// within HandshakeTimeout is answered 502 before upgrading, and logged. It returns when the session ends: the viewer
 // or the desktop hung up, the viewer fell behind (ErrSlowViewer), or
 // r.Context() is done; nil when the viewer hung up.
 func ServeWebSocket(w http.ResponseWriter, r *http.Request, dial Dialer, opts ProxyOptions) error {
 	opts = opts.withDefaults()
 	dctx, cancel := context.WithTimeout(r.Context(), opts.HandshakeTimeout)
-	up, err := dial(dctx)
+	up, err := dialRetry(dctx, dial)
 	cancel()
 	if err != nil {
-		http.Error(w, "desktop display unavailable", http.StatusBadGateway)
+		// The reason names the machine's socket: it goes to the log, not to
+		// the viewer.
+		opts.Logger.Warn("vnc viewer refused: the desktop's display could not be reached", "err", err)
+		http.Error(w, "desktop display unavailable: its VNC server could not be reached (hostd's log says why); try again", http.StatusBadGateway)
 		return fmt.Errorf("dial desktop: %w", err)
 	}
 	upgrader := websocket.Upgrader{
