@@ -15,6 +15,7 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/input"
 )
 
 // The control WebSocket lets one agent pipeline requests without HTTP
@@ -192,6 +193,11 @@ func (cs *controlSession) dispatch(ctx context.Context, data []byte) {
 	var env api.ControlMessage
 	if err := json.Unmarshal(data, &env); err != nil {
 		cs.reject(ctx, "", jsonFieldError(err))
+		return
+	}
+	// As readBody does for the HTTP routes.
+	if err := input.CheckText(data); err != nil {
+		cs.reject(ctx, env.ID, err)
 		return
 	}
 	switch env.Type {

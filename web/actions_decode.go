@@ -184,17 +184,28 @@ func typeName(goType string) string {
 	return goType
 }
 
-// readBody reads a JSON request body of at most maxJSONBody bytes.
+// readBody reads a JSON request body: at most maxJSONBody bytes (a longer
+// one is 413, on every route that takes JSON), every string in it text
+// (input.CheckText: encoding/json would type broken text as U+FFFD).
 func readBody(c *gin.Context) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", maxJSONBody), "")
+			tooLarge(c, mb.Limit)
 			return nil, false
 		}
 		badRequest(c, "", fmt.Sprintf("request body: %v", err))
 		return nil, false
 	}
+	if err := input.CheckText(body); err != nil {
+		failWith(c, err)
+		return nil, false
+	}
 	return body, true
+}
+
+// tooLarge answers a request body over limit bytes.
+func tooLarge(c *gin.Context, limit int64) {
+	abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over the limit of %d bytes: send less (files go through PUT /v1/desktops/ID/files, up to %d bytes)", limit, drive.MaxFileBytes), "")
 }

@@ -89,17 +89,19 @@ func (s *Server) getFile(c *gin.Context) {
 		return
 	}
 	defer f.Close()
-	size := f.Size()
-	if size > drive.MaxFileBytes {
-		abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("%s is %d bytes, over the limit of %d: split it in the guest (exec split) or compress it first", p, size, drive.MaxFileBytes), "path")
-		return
-	}
 	// The first chunk is read before answering, so that a directory or an
-	// unreadable file is still a clean error status.
+	// unreadable file is still a clean error status. It goes before the
+	// size too: a directory on ext4 seeks to an end of 2^63-1, which would
+	// read as a file over the limit.
 	first := make([]byte, 64<<10)
 	n, err := io.ReadFull(f, first)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		fail(c, err)
+		return
+	}
+	size := f.Size()
+	if size > drive.MaxFileBytes {
+		abort(c, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("%s is %d bytes, over the limit of %d: split it in the guest (exec split) or compress it first", p, size, drive.MaxFileBytes), "path")
 		return
 	}
 	h := c.Writer.Header()

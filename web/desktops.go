@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -18,12 +17,11 @@ import (
 // maxJSONBody bounds request bodies of the JSON API (files have their own).
 const maxJSONBody = 1 << 20
 
-// decodeJSON reads a strict JSON body: unknown fields and trailing data are
-// errors naming what was wrong.
+// decodeJSON reads a strict JSON body (readBody's limits): unknown fields
+// and trailing data are errors naming what was wrong.
 func decodeJSON(c *gin.Context, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
-	if err != nil {
-		badRequest(c, "", fmt.Sprintf("request body: %v (at most %d bytes)", err, maxJSONBody))
+	body, ok := readBody(c)
+	if !ok {
 		return false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {

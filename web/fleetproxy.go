@@ -152,17 +152,13 @@ var fleetTransport = &http.Transport{Proxy: nil, ForceAttemptHTTP2: false, MaxId
 // its room until release: its API address, and here when it is this host.
 type Placer func(ctx context.Context, snapshot string) (address string, here bool, release func(), err error)
 
-// maxCreateBody bounds a create's body read for its placement.
-const maxCreateBody = 1 << 20
-
 // place chooses the host for a create made to this host of a fleet. It
 // answers the request itself (an error, or the chosen host's answer,
 // passed on) and says done, or leaves the create to this host, which must
 // call release once the desktop's record exists (or the create failed).
 func (s *Server) place(c *gin.Context) (done bool, release func()) {
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxCreateBody+1))
-	if err != nil || len(body) > maxCreateBody {
-		badRequest(c, "", "a create's body must be JSON of at most 1 MiB")
+	body, ok := readBody(c)
+	if !ok {
 		return true, nil
 	}
 	c.Request.Body = io.NopCloser(bytes.NewReader(body))

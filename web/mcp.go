@@ -1,6 +1,8 @@
 package web
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/agentmcp"
 	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/input"
 )
 
 // mcpRoutes serves warmdesk's MCP server over streamable HTTP at /mcp.
@@ -58,11 +61,51 @@ func (s *Server) mcpRoutes(e *gin.Engine) {
 			badRequest(c, "display", err.Error())
 			return
 		}
+		if c.Request.Method == http.MethodPost && !mcpText(c) {
+			return
+		}
 		h.ServeHTTP(c.Writer, c.Request)
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		e.Handle(m, "/mcp", serve)
 	}
+}
+
+// mcpText checks a message's strings as readBody does: the SDK's decoder
+// would turn text that is not UTF-8 into U+FFFD, and the tool type it. A
+// request with broken text is answered as JSON-RPC's invalid params,
+// naming the field ("params.arguments.text"); a body over the SDK's own
+// limit is 413, as on every route. Otherwise the body is put back for
+// the SDK.
+func mcpText(c *gin.Context) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, mcp.DefaultMaxRequestBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			tooLarge(c, mb.Limit)
+		} else {
+			badRequest(c, "", fmt.Sprintf("request body: %v", err))
+		}
+		return false
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	terr := input.CheckText(body)
+	if terr == nil {
+		return true
+	}
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 || string(msg.ID) == "null" {
+		failWith(c, terr) // a notification: no id to answer
+		return false
+	}
+	c.JSON(http.StatusOK, map[string]any{
+		"jsonrpc": "2.0", "id": msg.ID,
+		"error": map[string]any{"code": -32602, "message": "invalid params: " + terr.Error()},
+	})
+	c.Abort()
+	return false
 }
 
 // mcpGrant is the grant of a request's per-desktop token; false for the
