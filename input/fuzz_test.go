@@ -76,7 +76,7 @@ func FuzzDecodeOpenAI(f *testing.F) {
 			t.Fatalf("%s decoded without a call_id or actions: %+v", body, call)
 		}
 		validateNeverPanics(t, call.Batch)
-		if _, err := json.Marshal(NewOpenAIOutput(call, Image{MediaType: "image/png"}, func(OpenAISafetyCheck) bool { return true })); err != nil {
+		if _, err := json.Marshal(NewOpenAIOutput(call, Image{MediaType: "image/png"}, func(OpenAISafetyCheck) bool { return true }, "original")); err != nil {
 			t.Fatalf("output does not encode: %v", err)
 		}
 	})

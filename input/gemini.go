@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,6 +33,14 @@ import (
 //     Return), as a person would; go_back and go_forward are alt+Left and
 //     alt+Right; scroll_document up and down are PageUp and PageDown, left
 //     and right scroll the wheel at the screen's middle.
+//   - The browser's own functions (open_web_browser, navigate, search,
+//     go_back, go_forward: not in the desktop environment's list) are
+//     refused on a desktop without a browser (GeminiEnv.Browser false):
+//     typed anyway, their keys would land in whatever has focus, a URL
+//     run as a shell command.
+//   - A call's id comes back in its functionResponse, as the API matches
+//     them by it; parts with "functionCall": null (an SDK's model_dump())
+//     have no call.
 //   - type_text_at clears with ctrl+a and Delete first when
 //     clear_before_typing (default true), and presses Return after when
 //     press_enter (default true); the desktop's type presses Return only
@@ -47,9 +56,23 @@ const GeminiGrid = 1000
 // DefaultGeminiSearchURL is where search goes, as in the reference.
 const DefaultGeminiSearchURL = "https://www.google.com/"
 
+// GeminiEnv is what a turn's calls are translated for.
+type GeminiEnv struct {
+	// Space is the size the grid maps onto.
+	Space image.Point
+	// SearchURL is where search goes; "" is DefaultGeminiSearchURL.
+	SearchURL string
+	// Browser says whether the desktop has a web browser (Chromium) for
+	// the browser's own functions; without one they are refused.
+	Browser bool
+}
+
 // GeminiCall is a translated function call.
 type GeminiCall struct {
-	Name  string
+	Name string
+	// ID is the call's id, when the API gave it one: its
+	// functionResponse carries it back.
+	ID    string
 	Batch Batch
 	// Safety is the call's safety_decision, when it has one: a
 	// require_confirmation decision must be acknowledged before it runs.
@@ -68,6 +91,19 @@ func (c GeminiCall) NeedsConfirmation() bool {
 	return c.Safety != nil && c.Safety.Decision == "require_confirmation"
 }
 
+// unconfirmed is the call's refusal when it needs a person's confirmation
+// and confirmed is false.
+func (c GeminiCall) unconfirmed(confirmed bool) error {
+	if !c.NeedsConfirmation() {
+		return nil
+	}
+	flag := "require_confirmation"
+	if c.Safety.Explanation != "" {
+		flag += " (" + c.Safety.Explanation + ")"
+	}
+	return safetyRule([]safetyFlag{{field: "args.safety_decision", flag: flag, confirmed: confirmed}}, "acknowledge_safety=true")
+}
+
 // geminiFunctions lists the translated function names.
 func geminiFunctions() []string {
 	return []string{
@@ -76,6 +112,17 @@ func geminiFunctions() []string {
 		"open_web_browser", "navigate", "go_back", "go_forward", "search", "click_at", "hover_at",
 		"type_text_at", "key_combination", "scroll_document", "scroll_at", "wait_5_seconds",
 	}
+}
+
+// geminiBrowserOnly says whether a function is the browser's own: one the
+// desktop environment does not have, that means nothing without a
+// browser.
+func geminiBrowserOnly(name string) bool {
+	switch name {
+	case "open_web_browser", "navigate", "search", "go_back", "go_forward":
+		return true
+	}
+	return false
 }
 
 // DecodeGeminiCalls reads what a model turn asked for: one function call
@@ -87,14 +134,17 @@ func geminiFunctions() []string {
 func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 	body = bytes.TrimSpace(body)
 	var items []json.RawMessage
-	if len(body) > 0 && body[0] == '[' {
+	var content struct {
+		Parts []json.RawMessage `json:"parts"`
+	}
+	if len(body) == 0 {
+		return nil, invalid("", "no function call given")
+	}
+	if body[0] == '[' {
 		if err := json.Unmarshal(body, &items); err != nil {
 			return nil, invalid("", "not an array of function calls: %v", err)
 		}
 	} else {
-		var content struct {
-			Parts []json.RawMessage `json:"parts"`
-		}
 		if err := json.Unmarshal(body, &content); err != nil {
 			return nil, invalid("", "not a function call: %v", err)
 		}
@@ -105,21 +155,31 @@ func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 		}
 	}
 	var calls []json.RawMessage
-	for _, it := range items {
-		var w struct {
-			FunctionCall  json.RawMessage `json:"functionCall"`
-			FunctionCall2 json.RawMessage `json:"function_call"`
-			Name          *string         `json:"name"`
-		}
-		if err := json.Unmarshal(it, &w); err != nil {
-			return nil, invalid("", "not a function call: %v", err)
-		}
+	for i, it := range items {
+		path := ""
 		switch {
-		case w.FunctionCall != nil:
-			calls = append(calls, w.FunctionCall)
-		case w.FunctionCall2 != nil:
-			calls = append(calls, w.FunctionCall2)
-		case w.Name != nil:
+		case content.Parts != nil:
+			path = "parts[" + strconv.Itoa(i) + "]"
+		case body[0] == '[':
+			path = "[" + strconv.Itoa(i) + "]"
+		}
+		// A null field is an absent one (parseObject): an SDK's
+		// model_dump() gives every part "functionCall": null but one.
+		o, err := parseObject(it, path)
+		if err != nil {
+			return nil, err
+		}
+		camel, hasCamel := o.fields["functionCall"]
+		snake, hasSnake := o.fields["function_call"]
+		_, hasName := o.fields["name"]
+		switch {
+		case hasCamel && hasSnake:
+			return nil, invalid(o.field("function_call"), "give functionCall or function_call, not both")
+		case hasCamel:
+			calls = append(calls, camel)
+		case hasSnake:
+			calls = append(calls, snake)
+		case hasName:
 			calls = append(calls, it)
 		}
 	}
@@ -129,22 +189,22 @@ func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 	return calls, nil
 }
 
-// GeminiName reads a call's name without translating it, for answering a
-// call that failed to translate.
-func GeminiName(raw json.RawMessage) string {
+// geminiHead reads a call's name and id without translating it, for
+// answering a call that failed to translate.
+func geminiHead(raw json.RawMessage) (name, id string) {
 	var c struct {
-		Name string `json:"name"`
+		Name, ID string
 	}
 	json.Unmarshal(raw, &c)
-	return c.Name
+	return c.Name, c.ID
 }
 
-// DecodeGemini translates one function call into a batch in a space of
-// the given size: the grid is mapped onto it. Errors are *ValidationError
-// values naming the call's own arguments ("args.y").
-func DecodeGemini(raw json.RawMessage, space image.Point, searchURL string) (GeminiCall, error) {
-	if searchURL == "" {
-		searchURL = DefaultGeminiSearchURL
+// DecodeGemini translates one function call into a batch for env: the
+// grid is mapped onto env.Space. Errors are *ValidationError values naming
+// the call's own arguments ("args.y").
+func DecodeGemini(raw json.RawMessage, env GeminiEnv) (GeminiCall, error) {
+	if env.SearchURL == "" {
+		env.SearchURL = DefaultGeminiSearchURL
 	}
 	o, err := parseObject(raw, "")
 	if err != nil {
@@ -158,6 +218,9 @@ func DecodeGemini(raw json.RawMessage, space image.Point, searchURL string) (Gem
 		return GeminiCall{}, invalid("name", "required")
 	}
 	call := GeminiCall{Name: name}
+	if call.ID, _, err = o.str("id"); err != nil {
+		return GeminiCall{}, err
+	}
 	args := object{fields: map[string]json.RawMessage{}, path: "args"}
 	if a, has := o.fields["args"]; has && string(bytes.TrimSpace(a)) != "null" {
 		if args, err = parseObject(a, "args"); err != nil {
@@ -171,8 +234,12 @@ func DecodeGemini(raw json.RawMessage, space image.Point, searchURL string) (Gem
 		}
 		call.Safety = &d
 	}
-	g := geminiArgs{o: args, space: space}
-	call.Batch, err = g.batch(name, searchURL)
+	if geminiBrowserOnly(name) && !env.Browser {
+		return GeminiCall{}, invalid("name", "%s is a browser function and this desktop has no browser: nothing ran (its keys would have gone to whatever has focus); "+
+			"create the desktop from a snapshot of the browser image (or of a recipe built from it), or use the desktop's own functions (click, type, press_key, hotkey)", name)
+	}
+	g := geminiArgs{o: args, space: env.Space}
+	call.Batch, err = g.batch(name, env.SearchURL)
 	return call, err
 }
 
@@ -417,9 +484,12 @@ func (g geminiArgs) scroll(name string) (Batch, error) {
 }
 
 // GeminiFunctionResponse is the functionResponse part that answers a call:
-// a JSON response (error, and safety_acknowledgement when the call needed
-// one) and the screenshot as inline data.
+// a JSON response (url on a desktop with a browser, error, and
+// safety_acknowledgement when the call needed one) and the screenshot as
+// inline data.
 type GeminiFunctionResponse struct {
+	// ID is the call's id, so the API can match the two.
+	ID       string             `json:"id,omitempty"`
 	Name     string             `json:"name"`
 	Response map[string]any     `json:"response"`
 	Parts    []GeminiInlinePart `json:"parts,omitempty"`
@@ -445,55 +515,67 @@ type GeminiPart struct {
 // GeminiNotExecuted is the error of calls after a failed one in a turn.
 const GeminiNotExecuted = "not executed: an earlier function call in this turn failed"
 
-// GeminiRun runs one translated call and returns its screenshot and
-// failure.
-type GeminiRun func(call GeminiCall) (*Image, error)
+// GeminiState is what a call left: the screenshot after it, and on a
+// desktop with a browser the URL of its page ("" when unknown).
+type GeminiState struct {
+	Screenshot *Image
+	URL        string
+}
+
+// GeminiRun runs one translated call and returns its state and failure.
+type GeminiRun func(call GeminiCall) (GeminiState, error)
 
 // RunGeminiTurn translates and runs a turn's calls in order with run,
 // stopping at the first that fails (to translate, to be confirmed, or to
 // run); each later call answers GeminiNotExecuted. acknowledged says
 // whether a person confirmed the turn's require_confirmation calls.
-func RunGeminiTurn(calls []json.RawMessage, space image.Point, searchURL string, acknowledged bool, run GeminiRun) (parts []GeminiPart, failed int) {
-	failed = -1
+func RunGeminiTurn(calls []json.RawMessage, env GeminiEnv, acknowledged bool, run GeminiRun) (parts []GeminiPart, failed int) {
+	answer := func(raw json.RawMessage, resp map[string]any) GeminiFunctionResponse {
+		name, id := geminiHead(raw)
+		return GeminiFunctionResponse{ID: id, Name: name, Response: resp}
+	}
 	// A turn that needs a person's confirmation runs nothing until it has
 	// it: posted again once confirmed, no call of it runs twice.
-	if !acknowledged {
-		for i, raw := range calls {
-			call, err := DecodeGemini(raw, space, searchURL)
-			if err != nil || !call.NeedsConfirmation() {
-				continue
-			}
+	for i, raw := range calls {
+		call, err := DecodeGemini(raw, env)
+		if err != nil {
+			continue
+		}
+		if err := call.unconfirmed(acknowledged); err != nil {
 			for j, raw := range calls {
 				msg := "not executed: a call of this turn needs a person's confirmation first"
 				if j == i {
-					msg = invalid("args.safety_decision", "require_confirmation: a person must confirm this call (%s); post the turn again with acknowledge_safety=true once they have; nothing of this turn ran", call.Safety.Explanation).Error()
+					msg = err.Error()
 				}
-				parts = append(parts, GeminiPart{GeminiFunctionResponse{Name: GeminiName(raw), Response: map[string]any{"error": msg}}})
+				parts = append(parts, GeminiPart{answer(raw, map[string]any{"error": msg})})
 			}
 			return parts, i
 		}
 	}
+	failed = -1
 	for i, raw := range calls {
-		name := GeminiName(raw)
 		resp := map[string]any{}
+		fr := answer(raw, resp)
 		if failed >= 0 {
 			resp["error"] = GeminiNotExecuted
-			parts = append(parts, GeminiPart{GeminiFunctionResponse{Name: name, Response: resp}})
+			parts = append(parts, GeminiPart{fr})
 			continue
 		}
-		call, err := DecodeGemini(raw, space, searchURL)
+		call, err := DecodeGemini(raw, env)
 		if err == nil && call.NeedsConfirmation() {
 			resp["safety_acknowledgement"] = "true"
 		}
-		var img *Image
+		var st GeminiState
 		if err == nil {
-			img, err = run(call)
+			st, err = run(call)
 		}
-		fr := GeminiFunctionResponse{Name: name, Response: resp}
+		if st.URL != "" {
+			resp["url"] = st.URL
+		}
 		if err != nil {
 			failed = i
 			resp["error"] = err.Error()
-		} else if img != nil {
+		} else if img := st.Screenshot; img != nil {
 			fr.Parts = []GeminiInlinePart{{InlineData: GeminiBlob{MimeType: img.MediaType, Data: img.Data}}}
 		}
 		parts = append(parts, GeminiPart{fr})

@@ -11,9 +11,12 @@ import (
 
 var geminiScreen = image.Point{X: 1280, Y: 800}
 
+// geminiBrowser is a desktop with a browser, which takes every function.
+var geminiBrowser = GeminiEnv{Space: geminiScreen, Browser: true}
+
 func geminiBatch(t *testing.T, call string) Batch {
 	t.Helper()
-	c, err := DecodeGemini(json.RawMessage(call), geminiScreen, "")
+	c, err := DecodeGemini(json.RawMessage(call), geminiBrowser)
 	if err != nil {
 		t.Fatalf("%s: %v", call, err)
 	}
@@ -77,7 +80,7 @@ func TestGeminiFunctions(t *testing.T) {
 	}
 	// Every listed function has a case above.
 	for _, name := range geminiFunctions() {
-		if _, err := DecodeGemini(json.RawMessage(`{"name": "`+name+`"}`), geminiScreen, ""); err != nil {
+		if _, err := DecodeGemini(json.RawMessage(`{"name": "`+name+`"}`), geminiBrowser); err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) && ve.Field == "name" {
 				t.Errorf("%s is listed but not translated: %v", name, err)
@@ -100,7 +103,7 @@ func TestGeminiErrors(t *testing.T) {
 		`{"name": "hotkey", "args": {"keys": []}}`:                                 "args.keys",
 		`{"name": "wait", "args": {"seconds": 600}}`:                               "args.seconds",
 	} {
-		_, err := DecodeGemini(json.RawMessage(call), geminiScreen, "")
+		_, err := DecodeGemini(json.RawMessage(call), geminiBrowser)
 		var ve *ValidationError
 		if !errors.As(err, &ve) || ve.Field != field {
 			t.Errorf("%s: got %v, want an error on %s", call, err, field)
@@ -136,13 +139,13 @@ func TestRunGeminiTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ran []string
-	run := func(c GeminiCall) (*Image, error) {
+	run := func(c GeminiCall) (GeminiState, error) {
 		ran = append(ran, c.Name)
-		return &Image{MediaType: "image/png", Data: []byte("png")}, nil
+		return GeminiState{Screenshot: &Image{MediaType: "image/png", Data: []byte("png")}}, nil
 	}
 	// Unconfirmed, nothing of the turn runs, so that posting it again
 	// confirmed runs no call twice.
-	parts, failed := RunGeminiTurn(calls, geminiScreen, "", false, run)
+	parts, failed := RunGeminiTurn(calls, geminiBrowser, false, run)
 	if failed != 1 || len(ran) != 0 || len(parts) != 3 {
 		t.Fatalf("failed %d, ran %v, %d parts", failed, ran, len(parts))
 	}
@@ -156,7 +159,7 @@ func TestRunGeminiTurn(t *testing.T) {
 	}
 	// A failure while running stops the rest.
 	stop, _ := DecodeGeminiCalls([]byte(`[{"name": "click_at", "args": {"x": 10, "y": 10}}, {"name": "key_up", "args": {"key": "a"}}, {"name": "go_back"}]`))
-	parts, failed = RunGeminiTurn(stop, geminiScreen, "", false, run)
+	parts, failed = RunGeminiTurn(stop, geminiBrowser, false, run)
 	if failed != 1 || strings.Join(ran, ",") != "click_at" || parts[2].FunctionResponse.Response["error"] != GeminiNotExecuted {
 		t.Errorf("failed %d, ran %v, %+v", failed, ran, parts)
 	}
@@ -164,7 +167,7 @@ func TestRunGeminiTurn(t *testing.T) {
 		t.Errorf("first %+v", r)
 	}
 	ran = nil
-	parts, failed = RunGeminiTurn(calls, geminiScreen, "", true, run)
+	parts, failed = RunGeminiTurn(calls, geminiBrowser, true, run)
 	if failed != -1 || len(ran) != 3 || parts[1].FunctionResponse.Response["safety_acknowledgement"] != "true" {
 		t.Errorf("acknowledged: failed %d, ran %v, %+v", failed, ran, parts[1])
 	}
@@ -180,7 +183,7 @@ func FuzzDecodeGemini(f *testing.F) {
 			return
 		}
 		for _, raw := range calls {
-			c, err := DecodeGemini(raw, geminiScreen, "")
+			c, err := DecodeGemini(raw, geminiBrowser)
 			var ve *ValidationError
 			if err != nil && !errors.As(err, &ve) {
 				t.Fatalf("error %v is not a ValidationError", err)
@@ -202,4 +205,100 @@ func FuzzDecodeGemini(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A call's id comes back in its functionResponse, whatever became of the
+// call; a part whose functionCall is null (an SDK's model_dump()) is no
+// call, in either spelling, so one call gets one response.
+func TestGeminiTurnIDsAndNullParts(t *testing.T) {
+	for _, body := range []string{
+		`{"role": "model", "parts": [
+		  {"text": "Clicking.", "functionCall": null, "thought": null, "inlineData": null},
+		  {"text": null, "functionCall": {"id": "fc_1", "name": "click_at", "args": {"x": 10, "y": 10}, "partialArgs": null}},
+		  {"functionCall": {"id": "fc_2", "name": "key_up", "args": {"key": "a"}}},
+		  {"functionCall": {"id": "fc_3", "name": "go_back"}, "function_call": null}]}`,
+		`{"role": "model", "parts": [
+		  {"text": "Clicking.", "function_call": null, "thought_signature": null},
+		  {"text": null, "function_call": {"id": "fc_1", "name": "click_at", "args": {"x": 10, "y": 10}, "will_continue": null}},
+		  {"function_call": {"id": "fc_2", "name": "key_up", "args": {"key": "a"}}},
+		  {"function_call": {"id": "fc_3", "name": "go_back", "args": null}}]}`,
+	} {
+		calls, err := DecodeGeminiCalls([]byte(body))
+		if err != nil || len(calls) != 3 {
+			t.Fatalf("%d calls, %v", len(calls), err)
+		}
+		var ran []string
+		parts, failed := RunGeminiTurn(calls, geminiBrowser, false, func(c GeminiCall) (GeminiState, error) {
+			ran = append(ran, c.ID)
+			return GeminiState{}, nil
+		})
+		if failed != 1 || strings.Join(ran, ",") != "fc_1" || len(parts) != 3 {
+			t.Fatalf("failed %d, ran %v, %d parts", failed, ran, len(parts))
+		}
+		for i, want := range []string{"fc_1", "fc_2", "fc_3"} {
+			if got := parts[i].FunctionResponse.ID; got != want {
+				t.Errorf("response %d has id %q, want %q", i, got, want)
+			}
+		}
+		out, _ := json.Marshal(parts[0])
+		if !strings.Contains(string(out), `"functionResponse":{"id":"fc_1","name":"click_at"`) {
+			t.Errorf("answer %s", out)
+		}
+	}
+	// Refused unconfirmed, each response still names its call.
+	calls, _ := DecodeGeminiCalls([]byte(`[{"id": "a", "name": "wait_5_seconds"},
+	  {"id": "b", "name": "click_at", "args": {"x": 1, "y": 1, "safety_decision": {"decision": "require_confirmation"}}}]`))
+	parts, _ := RunGeminiTurn(calls, geminiBrowser, false, nil)
+	if parts[0].FunctionResponse.ID != "a" || parts[1].FunctionResponse.ID != "b" {
+		t.Errorf("refused turn: %+v", parts)
+	}
+	// A call without an id answers without one.
+	out, _ := json.Marshal(GeminiPart{GeminiFunctionResponse{Name: "wait", Response: map[string]any{}}})
+	if strings.Contains(string(out), `"id"`) {
+		t.Errorf("no id given, answered %s", out)
+	}
+	if _, err := DecodeGeminiCalls([]byte(`{"parts": [{"functionCall": {"name": "go_back"}, "function_call": {"name": "go_back"}}]}`)); err == nil {
+		t.Error("a part with both spellings was taken")
+	}
+	if _, err := DecodeGeminiCalls([]byte(`{"parts": [{"functionCall": null}]}`)); err == nil {
+		t.Error("a turn whose only call is null was taken")
+	}
+}
+
+// The browser's own functions are refused on a desktop without a browser,
+// so nothing is typed into whatever has focus; on one with a browser the
+// page's URL comes back in each response.
+func TestGeminiBrowserFunctions(t *testing.T) {
+	desktop := GeminiEnv{Space: geminiScreen}
+	for _, call := range []string{
+		`{"name": "navigate", "args": {"url": "http://127.0.0.1:8000/holdout-nav"}}`,
+		`{"name": "search"}`, `{"name": "go_back"}`, `{"name": "go_forward"}`, `{"name": "open_web_browser"}`,
+	} {
+		_, err := DecodeGemini(json.RawMessage(call), desktop)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "name" || !strings.Contains(ve.Reason, "no browser") {
+			t.Errorf("%s on a desktop without a browser: %v", call, err)
+		}
+		if _, err := DecodeGemini(json.RawMessage(call), geminiBrowser); err != nil {
+			t.Errorf("%s with a browser: %v", call, err)
+		}
+	}
+	// The desktop environment's functions all work without one.
+	for _, call := range []string{`{"name": "type", "args": {"text": "ls"}}`, `{"name": "key_combination", "args": {"keys": "Control+L"}}`, `{"name": "scroll_document", "args": {"direction": "up"}}`} {
+		if _, err := DecodeGemini(json.RawMessage(call), desktop); err != nil {
+			t.Errorf("%s without a browser: %v", call, err)
+		}
+	}
+	calls, _ := DecodeGeminiCalls([]byte(`[{"name": "navigate", "args": {"url": "http://127.0.0.1:8000/"}}]`))
+	ran := 0
+	parts, failed := RunGeminiTurn(calls, desktop, false, func(GeminiCall) (GeminiState, error) { ran++; return GeminiState{}, nil })
+	if failed != 0 || ran != 0 || !strings.Contains(parts[0].FunctionResponse.Response["error"].(string), "no browser") {
+		t.Errorf("failed %d, ran %d, %+v", failed, ran, parts)
+	}
+	parts, _ = RunGeminiTurn(calls, geminiBrowser, false, func(GeminiCall) (GeminiState, error) {
+		return GeminiState{URL: "http://127.0.0.1:8000/"}, nil
+	})
+	if got := parts[0].FunctionResponse.Response["url"]; got != "http://127.0.0.1:8000/" {
+		t.Errorf("url %v", got)
+	}
 }

@@ -37,9 +37,14 @@ import (
 //   - Unknown fields are ignored (the schema grows, e.g. "keys" on pointer
 //     actions); wrong-typed known fields are errors.
 //   - The output is {"type": "computer_screenshot", "image_url": "data:..."},
-//     the schema's ResponseComputerToolCallOutputScreenshot; GA calls also
-//     get "detail": "original", which the guide recommends for click
-//     accuracy.
+//     the schema's ResponseComputerToolCallOutputScreenshot, which has no
+//     "detail" (the SDK types and the published OpenAPI schema of
+//     2026-08); a caller that wants one (the guide's "original") asks for
+//     it, and it is passed on as given.
+//   - A call with pending_safety_checks runs only when the caller says a
+//     person acknowledged every one (Unconfirmed); its output then lists
+//     them in acknowledged_safety_checks, which is how the API hears of
+//     it.
 
 // DefaultPixelsPerNotch converts OpenAI scroll pixels to wheel notches: web
 // pages see one wheel notch as about 100 pixels of deltaY in Chromium.
@@ -74,9 +79,27 @@ type OpenAICall struct {
 	// "action".
 	Batched bool
 	Batch   Batch
-	// PendingSafetyChecks must be acknowledged in the output for the model
-	// to go on; the caller decides which.
+	// PendingSafetyChecks must each be acknowledged by a person before the
+	// call runs (Unconfirmed); the output lists them acknowledged.
 	PendingSafetyChecks []OpenAISafetyCheck
+}
+
+// Unconfirmed is the call's refusal when a pending safety check is not
+// acknowledged (acknowledge nil acknowledges none), nil when it may run:
+// the rule Gemini's require_confirmation calls run by.
+func (c OpenAICall) Unconfirmed(acknowledge func(OpenAISafetyCheck) bool) error {
+	flags := make([]safetyFlag, len(c.PendingSafetyChecks))
+	for i, sc := range c.PendingSafetyChecks {
+		flag := sc.ID
+		if sc.Code != "" {
+			flag += " " + sc.Code
+		}
+		if sc.Message != "" {
+			flag += " (" + sc.Message + ")"
+		}
+		flags[i] = safetyFlag{field: "pending_safety_checks[" + strconv.Itoa(i) + "]", flag: flag, confirmed: acknowledge != nil && acknowledge(sc)}
+	}
+	return safetyRule(flags, "acknowledge_safety_checks=all (or a comma-separated list of the checks' ids)")
 }
 
 // DecodeOpenAI translates a computer_call item. Errors are *ValidationError
@@ -365,10 +388,15 @@ type OpenAIComputerCallOutput struct {
 	AcknowledgedSafetyChecks []OpenAISafetyCheck `json:"acknowledged_safety_checks"`
 }
 
+// OpenAIDetails are the values of an image's detail in OpenAI's schema.
+var OpenAIDetails = []string{"auto", "low", "high", "original"}
+
 // NewOpenAIOutput builds the computer_call_output for call with the
-// screenshot taken after it, echoing call_id. acknowledge decides, for each
-// pending safety check, whether to acknowledge it; nil acknowledges none.
-func NewOpenAIOutput(call OpenAICall, img Image, acknowledge func(OpenAISafetyCheck) bool) OpenAIComputerCallOutput {
+// screenshot taken after it, echoing call_id, with detail when it is not
+// "". acknowledge decides, for each pending safety check, whether it is
+// listed acknowledged; nil lists none. (A call runs only once every check
+// is: Unconfirmed.)
+func NewOpenAIOutput(call OpenAICall, img Image, acknowledge func(OpenAISafetyCheck) bool, detail string) OpenAIComputerCallOutput {
 	out := OpenAIComputerCallOutput{
 		Type:   "computer_call_output",
 		CallID: call.CallID,
@@ -378,9 +406,7 @@ func NewOpenAIOutput(call OpenAICall, img Image, acknowledge func(OpenAISafetyCh
 		},
 		AcknowledgedSafetyChecks: []OpenAISafetyCheck{},
 	}
-	if call.Batched {
-		out.Output.Detail = "original"
-	}
+	out.Output.Detail = detail
 	if acknowledge != nil {
 		for _, c := range call.PendingSafetyChecks {
 			if acknowledge(c) {

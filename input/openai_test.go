@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,7 +158,7 @@ func TestOpenAIEndToEnd(t *testing.T) {
 	}
 	out := NewOpenAIOutput(call, Image{MediaType: "image/png", Data: []byte("\x89PNG")}, func(c OpenAISafetyCheck) bool {
 		return c.Code == "malicious_instructions"
-	})
+	}, "original")
 	got, _ := json.Marshal(out)
 	const want = `{"type":"computer_call_output","call_id":"call_9","output":{"type":"computer_screenshot","image_url":"data:image/png;base64,iVBORw==","detail":"original"},"acknowledged_safety_checks":[{"id":"cu_sc_1","code":"malicious_instructions","message":"careful"}]}`
 	if string(got) != want {
@@ -170,7 +171,7 @@ func TestOpenAIPreviewOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := json.Marshal(NewOpenAIOutput(call, Image{MediaType: "image/jpeg", Data: []byte{0xff, 0xd8}}, nil))
+	got, _ := json.Marshal(NewOpenAIOutput(call, Image{MediaType: "image/jpeg", Data: []byte{0xff, 0xd8}}, nil, ""))
 	const want = `{"type":"computer_call_output","call_id":"call_1","output":{"type":"computer_screenshot","image_url":"data:image/jpeg;base64,/9g="},"acknowledged_safety_checks":[]}`
 	if string(got) != want {
 		t.Errorf("got %s\nwant %s", got, want)
@@ -196,5 +197,45 @@ func TestOpenAIErrorText(t *testing.T) {
 		if got := OpenAIErrorText(c.call, c.err); got != c.want {
 			t.Errorf("OpenAIErrorText(%v) = %q, want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// A call with pending safety checks may run only once every one is
+// acknowledged, and is refused otherwise the way Gemini's unconfirmed
+// calls are.
+func TestOpenAIUnconfirmed(t *testing.T) {
+	call, err := DecodeOpenAI([]byte(`{"call_id": "c", "action": {"type": "screenshot"},
+	  "pending_safety_checks": [{"id": "cs_1", "code": "malicious_instructions", "message": "careful"}, {"id": "cs_2"}]}`), OpenAIOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := func(ids ...string) func(OpenAISafetyCheck) bool {
+		return func(c OpenAISafetyCheck) bool { return slices.Contains(ids, c.ID) }
+	}
+	for _, c := range []struct {
+		ack   func(OpenAISafetyCheck) bool
+		field string
+	}{{nil, "pending_safety_checks[0]"}, {only("cs_2"), "pending_safety_checks[0]"}, {only("cs_1"), "pending_safety_checks[1]"}} {
+		ack, field := c.ack, c.field
+		err := call.Unconfirmed(ack)
+		var ce *ConfirmationError
+		if !errors.As(err, &ce) || ce.Field != field || !errors.Is(err, ErrUnconfirmed) || !strings.Contains(err.Error(), "acknowledge_safety_checks=") {
+			t.Errorf("got %v, want a refusal on %s", err, field)
+		}
+	}
+	if err := call.Unconfirmed(only("cs_1", "cs_2")); err != nil {
+		t.Errorf("all acknowledged: %v", err)
+	}
+	if err := (OpenAICall{}).Unconfirmed(nil); err != nil {
+		t.Errorf("no checks: %v", err)
+	}
+	// Gemini's refusal is the same error.
+	g, err := DecodeGemini(json.RawMessage(`{"name": "click_at", "args": {"x": 1, "y": 1, "safety_decision": {"decision": "require_confirmation", "explanation": "a purchase"}}}`), geminiBrowser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *ConfirmationError
+	if err := g.unconfirmed(false); !errors.As(err, &ce) || ce.Field != "args.safety_decision" || !strings.Contains(ce.Flag, "a purchase") {
+		t.Errorf("gemini: %v", err)
 	}
 }

@@ -114,9 +114,11 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 // of them, or the model's Content. The grid maps onto the declared display
 // (display_width, display_height: the screenshots' size) or the native
 // screen. The answer is 200 with the user Content of functionResponse
-// parts, each with its screenshot, whatever failed inside the turn;
+// parts, each with its call's id, its screenshot and, on a desktop with a
+// browser, its page's url, whatever failed inside the turn;
 // X-Warmdesk-Failed-Call gives the index of the call that failed.
-// require_confirmation calls run only with acknowledge_safety=true.
+// require_confirmation calls run only with acknowledge_safety=true; the
+// browser's own functions only on a desktop with a browser.
 func (s *Server) postGemini(c *gin.Context) {
 	body, ok := readBody(c)
 	if !ok {
@@ -146,24 +148,28 @@ func (s *Server) postGemini(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	space := spec.Display
-	if space == (image.Point{}) {
-		snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot)
-		if err != nil {
-			fail(c, err)
-			return
-		}
-		space = image.Point{X: snap.Manifest.Machine.Width, Y: snap.Manifest.Machine.Height}
+	snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	env := input.GeminiEnv{Space: spec.Display, SearchURL: c.Query("search_url"), Browser: snap.Manifest.Image.Flavor == drive.ChromiumFlavor}
+	if env.Space == (image.Point{}) {
+		env.Space = image.Point{X: snap.Manifest.Machine.Width, Y: snap.Manifest.Machine.Height}
 	}
 	spec.NoUpscale = !isDaemon(c)
-	parts, failed := input.RunGeminiTurn(calls, space, c.Query("search_url"), ack, func(call input.GeminiCall) (*input.Image, error) {
+	parts, failed := input.RunGeminiTurn(calls, env, ack, func(call input.GeminiCall) (input.GeminiState, error) {
 		req := spec
 		req.Batch, req.Screenshot = call.Batch, true
 		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)
 		if err == nil {
 			err = out.Err
 		}
-		return pictureImage(out), err
+		st := input.GeminiState{Screenshot: pictureImage(out)}
+		if env.Browser {
+			st.URL = s.pageURL(c.Request.Context(), id)
+		}
+		return st, err
 	})
 	if failed >= 0 {
 		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
@@ -220,9 +226,19 @@ func (s *Server) postOpenAI(c *gin.Context) {
 	if !ok {
 		return
 	}
+	detail := c.Query("detail")
+	if detail != "" && !slices.Contains(input.OpenAIDetails, detail) {
+		badRequest(c, "detail", fmt.Sprintf("detail %q: use one of %s, or leave it out (the output then has no detail, as OpenAI's schema has none there)", detail, strings.Join(input.OpenAIDetails, ", ")))
+		return
+	}
 	call, err := input.DecodeOpenAI(body, input.OpenAIOptions{})
 	if err != nil {
 		// Decoding names the item's own fields already.
+		failWith(c, err)
+		return
+	}
+	// Nothing runs until a person acknowledged every pending check.
+	if err := call.Unconfirmed(ack); err != nil {
 		failWith(c, err)
 		return
 	}
@@ -251,7 +267,7 @@ func (s *Server) postOpenAI(c *gin.Context) {
 		return
 	}
 	img := input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
-	c.JSON(http.StatusOK, input.NewOpenAIOutput(call, img, ack))
+	c.JSON(http.StatusOK, input.NewOpenAIOutput(call, img, ack, detail))
 }
 
 // adapterSpec reads what an adapter call takes besides its body: the
@@ -332,8 +348,8 @@ func dimParam(c *gin.Context, queries []string, header string) (int, bool) {
 }
 
 // safetyAcknowledger reads acknowledge_safety_checks: "all", or a comma
-// list of check ids; absent acknowledges none, so a person (or the agent's
-// own policy) decides.
+// list of check ids; absent acknowledges none. A call runs only once a
+// person (or the agent's own policy) acknowledged each of its checks.
 func safetyAcknowledger(c *gin.Context) (func(input.OpenAISafetyCheck) bool, bool) {
 	v := strings.TrimSpace(c.Query("acknowledge_safety_checks"))
 	switch v {

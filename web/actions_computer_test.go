@@ -164,7 +164,20 @@ func TestOpenAIAdapter(t *testing.T) {
 			{"type": "scroll", "x": 10, "y": 10, "scroll_x": 0, "scroll_y": 250}
 		],
 		"pending_safety_checks": [{"id": "cs_1", "code": "malicious_instructions", "message": "check"}, {"id": "cs_2"}]}`
-	status, body := h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=cs_2", item)
+	// One check of two acknowledged: nothing runs, as a Gemini call a
+	// person did not confirm.
+	for _, q := range []string{"", "&acknowledge_safety_checks=cs_2", "&acknowledge_safety_checks=none"} {
+		status, body := h.do("POST", h.path("/computer/openai")+"?settle_ms=0"+q, item)
+		code, field, _, msg := actError(t, body)
+		if status != http.StatusConflict || code != "confirmation_required" || field != "pending_safety_checks[0]" ||
+			!strings.Contains(msg, "malicious_instructions") || !strings.Contains(msg, "acknowledge_safety_checks=") {
+			t.Errorf("%s: %d %s, want 409 confirmation_required on cs_1", q, status, body)
+		}
+	}
+	if n := len(h.frames()); n != 0 {
+		t.Fatalf("%d input frames sent for an unacknowledged call", n)
+	}
+	status, body := h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=cs_2,cs_1", item)
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
 	}
@@ -172,12 +185,13 @@ func TestOpenAIAdapter(t *testing.T) {
 	if err := json.Unmarshal(body, &out); err != nil {
 		t.Fatal(err)
 	}
+	// No detail unless asked: OpenAI's schema has none on this output.
 	if out.Type != "computer_call_output" || out.CallID != "call_7" || out.Output.Type != "computer_screenshot" ||
-		!strings.HasPrefix(out.Output.ImageURL, "data:image/png;base64,") || out.Output.Detail != "original" {
+		!strings.HasPrefix(out.Output.ImageURL, "data:image/png;base64,") || strings.Contains(string(body), "detail") {
 		t.Errorf("output %s", body)
 	}
-	if len(out.AcknowledgedSafetyChecks) != 1 || out.AcknowledgedSafetyChecks[0].ID != "cs_2" {
-		t.Errorf("acknowledged %+v, want cs_2 only", out.AcknowledgedSafetyChecks)
+	if len(out.AcknowledgedSafetyChecks) != 2 || out.AcknowledgedSafetyChecks[0].ID != "cs_1" || out.AcknowledgedSafetyChecks[1].ID != "cs_2" {
+		t.Errorf("acknowledged %+v, want cs_1 and cs_2", out.AcknowledgedSafetyChecks)
 	}
 	wheel := 0
 	for _, f := range h.frames() {
@@ -191,10 +205,10 @@ func TestOpenAIAdapter(t *testing.T) {
 		t.Errorf("%d wheel notches for 250 px, want 3", wheel)
 	}
 
-	// The preview tool's single action.
-	status, body = h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=all",
+	// The preview tool's single action, its detail asked for.
+	status, body = h.do("POST", h.path("/computer/openai")+"?settle_ms=0&acknowledge_safety_checks=all&detail=original",
 		`{"type": "computer_call", "call_id": "call_8", "action": {"type": "screenshot"}, "pending_safety_checks": [{"id": "cs_3"}]}`)
-	if status != http.StatusOK || !strings.Contains(string(body), `"acknowledged_safety_checks":[{"id":"cs_3"}]`) || strings.Contains(string(body), "detail") {
+	if status != http.StatusOK || !strings.Contains(string(body), `"acknowledged_safety_checks":[{"id":"cs_3"}]`) || !strings.Contains(string(body), `"detail":"original"`) {
 		t.Errorf("preview call: %d %s", status, body)
 	}
 }
@@ -207,6 +221,7 @@ func TestOpenAIAdapterErrors(t *testing.T) {
 		{"outside the display", "?display_width=640&display_height=400", `{"type": "computer_call", "call_id": "c", "actions": [{"type": "click", "x": 10, "y": 400}]}`, "actions[0].y"},
 		{"bad key, in the item's names", "", `{"type": "computer_call", "call_id": "c", "action": {"type": "keypress", "keys": ["CTRL", "NOPE"]}}`, "action.keys[1]"},
 		{"bad acknowledgement", "?acknowledge_safety_checks=,", `{"type": "computer_call", "call_id": "c", "action": {"type": "screenshot"}}`, "acknowledge_safety_checks"},
+		{"bad detail", "?detail=ultra", `{"type": "computer_call", "call_id": "c", "action": {"type": "screenshot"}}`, "detail"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -351,4 +366,54 @@ func TestGeminiTurn(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A Gemini turn as a Python SDK's model_dump() gives it (every part with
+// each field, null where unset) is one call, answered once with its id; on
+// a desktop without a browser, navigate is refused and nothing is typed,
+// and no response claims a url.
+func TestGeminiTurnWithoutABrowser(t *testing.T) {
+	h := newActHarness(t)
+	turn := `{"role": "model", "parts": [
+	  {"text": "Opening the page.", "function_call": null, "function_response": null, "thought": null, "inline_data": null},
+	  {"text": null, "function_call": {"id": "fc_nav", "name": "navigate", "args": {"url": "http://127.0.0.1:8000/holdout-nav"}, "partial_args": null}}]}`
+	status, body := h.do(http.MethodPost, h.path("/computer/gemini")+"?settle_ms=0", turn)
+	var content struct {
+		Parts []struct {
+			FunctionResponse struct {
+				ID       string         `json:"id"`
+				Name     string         `json:"name"`
+				Response map[string]any `json:"response"`
+			} `json:"functionResponse"`
+		} `json:"parts"`
+	}
+	if err := json.Unmarshal(body, &content); err != nil || status != http.StatusOK || len(content.Parts) != 1 {
+		t.Fatalf("%d %s (%v)", status, body, err)
+	}
+	r := content.Parts[0].FunctionResponse
+	if e, _ := r.Response["error"].(string); r.ID != "fc_nav" || r.Name != "navigate" || !strings.Contains(e, "no browser") {
+		t.Errorf("response %+v", r)
+	}
+	if typed := h.guest.Typed(); len(typed) != 0 || len(h.frames()) != 0 {
+		t.Errorf("typed %q, %d input frames", typed, len(h.frames()))
+	}
+	// A desktop function runs, answers its id, and has no url.
+	status, body = h.do(http.MethodPost, h.path("/computer/gemini")+"?settle_ms=0", `{"functionCall": {"id": "fc_1", "name": "click", "args": {"x": 10, "y": 10}}}`)
+	if status != http.StatusOK || !bytes.Contains(body, []byte(`"id":"fc_1","name":"click"`)) || bytes.Contains(body, []byte(`"url"`)) || bytes.Contains(body, []byte(`"error"`)) {
+		t.Errorf("click: %d %.300s", status, body)
+	}
+	if !clicked(h.frames()) {
+		t.Error("the click was not sent")
+	}
+}
+
+func clicked(frames [][]desktop.InputEvent) bool {
+	for _, f := range frames {
+		for _, e := range f {
+			if e.Kind == desktop.InputButton && e.Down {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -90,6 +90,10 @@ func errorOf(err error) (int, api.ErrorBody) {
 	if errors.As(err, &te) {
 		body.State = string(te.From)
 	}
+	var fe interface{ FieldName() string }
+	if errors.As(err, &fe) {
+		body.Field = fe.FieldName()
+	}
 	if status == http.StatusInternalServerError {
 		status, body.Code = http.StatusUnprocessableEntity, "action_failed"
 	}

@@ -139,6 +139,32 @@ func (s *Server) devtoolsGet(ctx context.Context, id, path string) ([]byte, erro
 	return body, nil
 }
 
+// pageURL is the URL of the page the desktop's Chromium shows, or "" when
+// it cannot be read (Chromium not answering, no page open): the first
+// page of /json/list, which Chromium lists most recently active first.
+// It is one discovery request over the desktop's open bridge session.
+func (s *Server) pageURL(ctx context.Context, id string) string {
+	body, err := s.devtoolsGet(ctx, id, "/json/list")
+	if err != nil {
+		s.log.Debug("no page URL for a Gemini response", "desktop", id, "err", err)
+		return ""
+	}
+	var targets []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	}
+	if err := json.Unmarshal(body, &targets); err != nil {
+		s.log.Debug("no page URL for a Gemini response", "desktop", id, "err", err)
+		return ""
+	}
+	for _, t := range targets {
+		if t.Type == "page" {
+			return t.URL
+		}
+	}
+	return ""
+}
+
 // devtoolsProxy carries one request under a DevTools root (base, the
 // public path the client used) to Chromium.
 func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/volume"
 )
 
@@ -24,6 +25,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, desktop.ErrControlled):
 		return http.StatusConflict, "person_in_control"
+	case errors.Is(err, input.ErrUnconfirmed):
+		return http.StatusConflict, "confirmation_required"
 	case errors.Is(err, desktop.ErrConflict), errors.Is(err, volume.ErrConflict):
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, volume.ErrDamaged):
