@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,6 +41,8 @@ type fastCommand struct {
 	shotPath string
 	// batch is pointer input.
 	batch input.Batch
+	// refusal, when set, fails the command with this reason, nothing run.
+	refusal error
 }
 
 var (
@@ -53,15 +57,24 @@ var (
 	xdotoolButtons = map[string]input.Button{"1": input.ButtonLeft, "2": input.ButtonMiddle, "3": input.ButtonRight}
 )
 
+// sdkLine is the LINE of `bash -l -c LINE`, the form the SDKs send every
+// command in.
+func sdkLine(cfg processConfig) (string, bool) {
+	if cfg.Cmd != "/bin/bash" || len(cfg.Args) != 3 || cfg.Args[0] != "-l" || cfg.Args[1] != "-c" {
+		return "", false
+	}
+	return cfg.Args[2], true
+}
+
 // parseFast recognises the SDK's command lines: `bash -l -c LINE` with
 // LINE exactly one of scrot --pointer FILE; xdotool mousemove [--sync]
 // X Y; xdotool click [--repeat N] B; xdotool mousedown B; xdotool
 // mouseup B; xdotool type --delay MS -- WORD; xdotool key CHORD.
 func parseFast(cfg processConfig) (fastCommand, bool) {
-	if cfg.Cmd != "/bin/bash" || len(cfg.Args) != 3 || cfg.Args[0] != "-l" || cfg.Args[1] != "-c" {
+	line, ok := sdkLine(cfg)
+	if !ok {
 		return fastCommand{}, false
 	}
-	line := cfg.Args[2]
 	if m := scrotLine.FindStringSubmatch(line); m != nil {
 		return fastCommand{shotPath: m[1]}, true
 	}
@@ -145,6 +158,32 @@ func parseFast(cfg processConfig) (fastCommand, bool) {
 	return fastCommand{}, false
 }
 
+// streamLines are the commands @e2b/desktop's stream.start() begins with:
+// x11vnc's password file (with requireAuth), then x11vnc itself (-bg
+// optional, for SDKs that leave it out).
+var streamLines = regexp.MustCompile(`^x11vnc (-storepasswd \S+ ~/\.vnc/passwd|(-bg )?-display \S+ -forever -wait 50 -shared -rfbport [0-9]+ -(nopw|usepw) 2>/tmp/x11vnc_stderr\.log( -id \S+)?)$`)
+
+// streamStart says whether a command is the SDK's stream.start().
+func streamStart(cfg processConfig) bool {
+	line, ok := sdkLine(cfg)
+	return ok && streamLines.MatchString(line)
+}
+
+// streamRefusal is why stream.start() fails without a domain: the URL
+// the SDK then builds for it, https://6080-ID.e2b.app/vnc.html, is E2B's
+// cloud, and hostd serves no TLS at a wildcard name of its own. It names
+// what works against this host instead.
+func streamRefusal(r *http.Request, id string) error {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return fmt.Errorf("warmdesk: stream.start() refused, nothing was started: this hostd gives its sandboxes no domain, so stream.getUrl() would be "+
+		"https://6080-%s.e2b.app/vnc.html (or under E2B_DOMAIN), a host that is not this one. Watch this sandbox in hostd's own viewer, %s://%s/desktops/%s "+
+		"(log in with hostd's token, or send a link from POST /v1/desktops/%s/tokens), or serve with --e2b-domain DOMAIN behind TLS and a wildcard "+
+		"name that routes 6080-ID.DOMAIN to the guest's port 6080 (docs/E2B.md)", id, scheme, r.Host, id, id)
+}
+
 // sdkWord is one word as the SDK's quoteString leaves it bare.
 var sdkWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
@@ -185,6 +224,10 @@ func (s *Server) runFast(ctx context.Context, d desktop.Desktop, fc fastCommand,
 		s.log.Debug("e2b fast path refused", "sandbox", d.ID, "err", err)
 		st.Send(eventMessage{Event: processEvent{Data: &dataEvent{Stderr: []byte(err.Error() + "\n")}}})
 		end = &endEvent{ExitCode: 1, Exited: true, Status: "exit status 1", Error: "exit status 1"}
+		if fc.refusal != nil {
+			// The SDK's CommandExitError says this, not only stderr.
+			end.Error = "exit status 1: " + err.Error()
+		}
 	}
 	if st.Send(eventMessage{Event: processEvent{End: end}}) == nil {
 		st.End(nil)
@@ -192,6 +235,9 @@ func (s *Server) runFast(ctx context.Context, d desktop.Desktop, fc fastCommand,
 }
 
 func (s *Server) doFast(ctx context.Context, d desktop.Desktop, fc fastCommand) error {
+	if fc.refusal != nil {
+		return fc.refusal
+	}
 	if fc.shotPath != "" {
 		scr, _, err := s.cfg.Guest.LiveScreen(ctx, d.ID)
 		if err != nil {

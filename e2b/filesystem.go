@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -261,11 +262,19 @@ func (s *Server) readFiles(w http.ResponseWriter, r *http.Request, d desktop.Des
 		return
 	}
 	defer f.Close()
+	// The first chunk is read before answering, so that a directory (whose
+	// end on ext4 seeks to 2^63-1) is a clean 400, not a 200 that never
+	// comes.
+	br := bufio.NewReaderSize(f, 64<<10)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		envdError(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if n := f.Size(); n >= 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 	}
-	io.Copy(w, f)
+	io.Copy(w, br)
 }
 
 // writtenFile is one entry of /files' answer to a write.

@@ -369,7 +369,14 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, d desktop.
 		st.End(err)
 		return
 	}
-	if fc, ok := parseFast(req.Process); ok && !s.cfg.GuestOnly {
+	fc, fast := parseFast(req.Process)
+	fast = fast && !s.cfg.GuestOnly
+	if s.cfg.Domain == "" && streamStart(req.Process) {
+		// Refused whatever the fast paths: it would start a server for a
+		// URL that cannot reach it.
+		fc, fast = fastCommand{refusal: streamRefusal(r, d.ID)}, true
+	}
+	if fast {
 		ctx := r.Context()
 		if deadline > 0 {
 			var cancel context.CancelFunc

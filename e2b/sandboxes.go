@@ -3,6 +3,7 @@ package e2b
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,8 +70,13 @@ const clientID = "warmdesk"
 // decodeBody reads a small JSON body; an empty one is {}.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		apiError(w, http.StatusRequestEntityTooLarge, "request body over the limit of %d bytes", mb.Limit)
+		return false
+	}
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "request body: %v (at most %d bytes)", err, maxAPIBody)
+		apiError(w, http.StatusBadRequest, "request body: %v", err)
 		return false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {

@@ -154,6 +154,8 @@ func statusOf(err error) int {
 		return http.StatusInsufficientStorage
 	case errors.Is(err, desktop.ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, drive.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

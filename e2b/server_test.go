@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
 	"github.com/warmdesk/warmdesk/e2b"
@@ -30,14 +32,19 @@ type harness struct {
 	f   *drivetest.Desktop
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, func(*e2b.Config) {}) }
+
+// newHarnessWith is newHarness with its configuration changed by set.
+func newHarnessWith(t *testing.T, set func(*e2b.Config)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := drivetest.NewDesktop(t)
 	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
-	s := e2b.New(ctx, e2b.Config{Desktops: f.Manager, Guest: svc, DaemonToken: func() string { return daemonToken },
-		Templates: map[string]string{"base": "snap"}})
+	cfg := e2b.Config{Desktops: f.Manager, Guest: svc, DaemonToken: func() string { return daemonToken },
+		Templates: map[string]string{"base": "snap"}}
+	set(&cfg)
+	s := e2b.New(ctx, cfg)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, srv: srv, f: f}
@@ -275,4 +282,65 @@ func TestStreamFramesGolden(t *testing.T) {
 	st, _, body = h.do("POST", "/process.Process/Start", frame(`{"process":{"cmd":"/bin/true"},"pty":{"size":{"cols":80,"rows":24}}}`),
 		"E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok, "Content-Type", "application/connect+json")
 	golden(t, "stream-pty", fmt.Sprintf("%d\n%q", st, body))
+}
+
+// rootPasswd is root's passwd entry as the user lookup prints it.
+var rootPasswd = []byte("root\nx\n0\n0\nroot\n/root\n/bin/bash\n")
+
+// @e2b/desktop's stream.start() without a domain is refused before
+// anything runs in the guest, saying where to watch instead: the URL the
+// SDK would build is E2B's cloud. With a domain, x11vnc runs as sent.
+func TestStreamStartNeedsADomain(t *testing.T) {
+	lines := []string{
+		"x11vnc -bg -display :0 -forever -wait 50 -shared -rfbport 5900 -nopw 2>/tmp/x11vnc_stderr.log",
+		"x11vnc -bg -display :0 -forever -wait 50 -shared -rfbport 5900 -usepw 2>/tmp/x11vnc_stderr.log -id 0x1e00003",
+		"x11vnc -storepasswd s3cret ~/.vnc/passwd",
+	}
+	for _, domain := range []string{"", "desktops.test"} {
+		h := newHarnessWith(t, func(c *e2b.Config) { c.Domain = domain })
+		var mu sync.Mutex
+		var ran []string
+		h.f.Guest.Program = func(ctx context.Context, c desktoptest.GuestCmd) (desktoptest.GuestResult, error) {
+			cmd := strings.Join(c.Args, " ")
+			if strings.Contains(cmd, "getent passwd") {
+				return desktoptest.GuestResult{Stdout: rootPasswd}, nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ran = append(ran, cmd)
+			return desktoptest.GuestResult{}, nil
+		}
+		tok := e2b.AccessToken(daemonToken, h.f.ID)
+		for _, line := range lines {
+			msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", line}}})
+			st, _, body := h.do("POST", "/process.Process/Start", string([]byte{0, 0, 0, byte(len(msg) >> 8), byte(len(msg))})+string(msg),
+				"E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok, "Content-Type", "application/connect+json")
+			refused := strings.Contains(body, `"exitCode":1`) && strings.Contains(body, "stream.start() refused") &&
+				strings.Contains(body, "/desktops/"+h.f.ID) && strings.Contains(body, "--e2b-domain")
+			if st != http.StatusOK || refused != (domain == "") {
+				t.Errorf("domain %q, %s: %d %q", domain, line, st, body)
+			}
+		}
+		mu.Lock()
+		reached := strings.Count(strings.Join(ran, "\n"), "-c x11vnc ")
+		mu.Unlock()
+		if want := map[string]int{"": 0, "desktops.test": len(lines)}[domain]; reached != want {
+			t.Errorf("domain %q: %d x11vnc commands reached the guest, want %d: %q", domain, reached, want, ran)
+		}
+	}
+}
+
+// A control-plane body over the limit is 413 naming it, as on hostd's own
+// routes; a guest directory read through /files is a clean 400.
+func TestTooLargeAndDirectories(t *testing.T) {
+	h := newHarness(t)
+	st, _, body := h.do("POST", "/v2/sandboxes", `{"templateID":"base","metadata":{"pad":"`+strings.Repeat("x", 2<<20)+`"}}`)
+	wantError(t, st, body, http.StatusRequestEntityTooLarge, "over the limit of 1048576 bytes")
+	h.f.Guest.MkDir("/etc")
+	h.f.Guest.Program = func(ctx context.Context, c desktoptest.GuestCmd) (desktoptest.GuestResult, error) {
+		return desktoptest.GuestResult{Stdout: rootPasswd}, nil // the user lookup's getent
+	}
+	tok := e2b.AccessToken(daemonToken, h.f.ID)
+	st, _, body = h.do("GET", "/files?path=/etc&username=root", "", "E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok)
+	wantError(t, st, body, http.StatusBadRequest, "is a directory")
 }
