@@ -95,6 +95,9 @@ func (n *Network) Attach(conn net.Conn) {
 }
 
 func (n *Network) inject(frame []byte) {
+	if n.refuseLoopback(frame) {
+		return
+	}
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
 	n.nic.InjectInbound(0, pkt)
 	pkt.DecRef()

@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -205,10 +206,18 @@ func (n *Network) DialGuest(ctx context.Context, port uint16) (net.Conn, error) 
 	defer cancel()
 	c, err := gonet.DialContextTCP(ctx, n.stack, fullAddr(GuestAddr, port), ipv4.ProtocolNumber)
 	if err != nil {
+		// gonet gives the stack's errors as text; a reset from the guest's
+		// kernel (nothing listens there) becomes the usual ECONNREFUSED.
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err.Error() == refusedText {
+			op.Err = syscall.ECONNREFUSED
+		}
 		return nil, fmt.Errorf("guest port %d: %w", port, err)
 	}
 	return c, nil
 }
+
+var refusedText = (&tcpip.ErrConnectionRefused{}).String()
 
 // rules is the policy now; a broken one refuses everything.
 func (n *Network) rules() *netpolicy.Rules {

@@ -139,6 +139,9 @@ func ParseEntry(s string) (Entry, error) {
 		if err != nil {
 			return e, err
 		}
+		if b, ok := blockOf(loopback, p.Addr()); ok && within(p, b) {
+			return e, fmt.Errorf("%s is the guest's own loopback: connections to it stay in the guest (and one sent out of its network interface is refused), so the entry would match nothing; a service on the host's loopback is host:PORT", b)
+		}
 		e.Kind, e.Prefix = Network, p
 		return e, nil
 	}

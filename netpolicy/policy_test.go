@@ -52,6 +52,10 @@ func TestParseEntryRefuses(t *testing.T) {
 		"[2001:db8::1":                   `"]"`,
 		"[2001:db8::1]x":                 "after the bracketed",
 		"a..example.com":                 "empty label",
+		"127.0.0.0/8":                    "guest's own loopback",
+		"127.0.0.1:8009":                 "host:PORT",
+		"127.1.0.0/16":                   "guest's own loopback",
+		"[::1]:80":                       "guest's own loopback",
 		strings.Repeat("a", 64) + ".com": "over 63",
 	} {
 		_, err := ParseEntry(in)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
@@ -56,6 +58,10 @@ func (s *Server) portProxy(c *gin.Context) {
 		return
 	}
 	conn, err := s.cfg.Drive.DialPort(c.Request.Context(), id, port)
+	if errors.Is(err, drive.ErrNothingListens) {
+		abort(c, http.StatusBadGateway, "bad_gateway", err.Error(), "")
+		return
+	}
 	if err != nil {
 		fail(c, err)
 		return
