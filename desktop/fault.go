@@ -26,6 +26,9 @@ const (
 	FaultSnapshotCommitted = "snapshot.committed"
 	// A fork's template snapshot committed, no copy made yet.
 	FaultForkSnapshotted = "fork.snapshotted"
+	// The hibernation's migration under way: QEMU writes on into the
+	// state file without hostd.
+	FaultHibernateMigrating = "hibernate.migrating"
 	// The hibernation state written whole, QEMU not yet ended.
 	FaultHibernateStateWritten = "hibernate.state-written"
 	// QEMU ended with its state saved, the record still says running.
@@ -39,7 +42,7 @@ var FaultPoints = []string{
 	FaultCreateRecorded, FaultCreateRestored,
 	FaultSnapshotSourceStopped, FaultSnapshotMemoryCopied, FaultSnapshotCommitted,
 	FaultForkSnapshotted,
-	FaultHibernateStateWritten, FaultHibernateSaved,
+	FaultHibernateMigrating, FaultHibernateStateWritten, FaultHibernateSaved,
 	FaultWakeRestored,
 }
 

@@ -75,7 +75,9 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 		return Image{}, fmt.Errorf("image cache: %w", err)
 	}
 	// One build per recipe at a time; a second caller waits, then finds it.
-	unlock, err := lockFile(ctx, filepath.Join(root, "."+hash+".lock"))
+	unlock, err := lockFile(ctx, filepath.Join(root, "."+hash+".lock"), func() {
+		fmt.Fprintf(opts.Progress, "image %s (%s) is being built by another process: waiting for it to finish, to use its image\n", opts.Name, short(hash))
+	})
 	if err != nil {
 		return Image{}, err
 	}
@@ -98,17 +100,18 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	if err := CheckTools(); err != nil {
 		return Image{}, err
 	}
-	cleanStale(root, hash)
+	cleanStale(opts.CacheDir, root, hash)
 	tmp, err := os.MkdirTemp(root, ".tmp-"+hash+"-")
 	if err != nil {
 		return Image{}, fmt.Errorf("image build: %w", err)
 	}
-	b := &builder{r: r, opts: opts, dir: tmp, root: filepath.Join(tmp, "root"), start: time.Now()}
+	b := &builder{r: r, opts: opts, dir: tmp, root: filepath.Join(tmp, "root"), debs: filepath.Join(tmp, "debs"), start: time.Now()}
 	defer b.cleanup()
 	im, err := b.run(ctx)
 	if err != nil {
 		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
 	}
+	b.keepDebs()
 	// Only now does the image appear under its hash.
 	if err := os.Rename(tmp, final); err != nil {
 		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
@@ -156,10 +159,14 @@ func checkPackages(ctx context.Context, r Recipe, opts BuildOptions) error {
 }
 
 type builder struct {
-	r      Recipe
-	opts   BuildOptions
-	dir    string // temporary build directory; "" once moved into place
-	root   string // the guest's root filesystem while it is built
+	r    Recipe
+	opts BuildOptions
+	dir  string // temporary build directory; "" once moved into place
+	root string // the guest's root filesystem while it is built
+	// debs is the build's own package archive (debootstrap's cache and
+	// apt's archive in the image), seeded from the shared one and given
+	// back to it: two builds never share one, nor apt's lock in it.
+	debs   string
 	start  time.Time
 	mounts []string // mounted inside the image, to unmount
 	step   int
@@ -244,12 +251,13 @@ func (b *builder) run(ctx context.Context) (Image, error) {
 }
 
 func (b *builder) debootstrap(ctx context.Context) error {
-	debs := filepath.Join(b.opts.CacheDir, "debs")
-	if err := os.MkdirAll(debs, 0o755); err != nil {
+	seeded, err := seedDebs(sharedDebs(b.opts.CacheDir), b.debs)
+	if err != nil {
 		return err
 	}
+	b.progress("  %d packages downloaded by earlier builds", seeded)
 	args := []string{"--variant=minbase", "--components=main",
-		"--include=" + strings.Join(b.r.Packages, ","), "--cache-dir=" + debs, b.r.Suite, b.root}
+		"--include=" + strings.Join(b.r.Packages, ","), "--cache-dir=" + b.debs, b.r.Suite, b.root}
 	if b.opts.Mirror != "" {
 		args = append(args, b.opts.Mirror)
 	}
@@ -284,7 +292,7 @@ func (b *builder) aptInstall(ctx context.Context) error {
 }
 
 // withAptMounts runs fn with /proc mounted in the image and apt's archive
-// cache bind-mounted from the build cache, so downloads are kept.
+// cache bind-mounted from the build's own archive, so downloads are kept.
 func (b *builder) withAptMounts(fn func() error) error {
 	proc := filepath.Join(b.root, "proc")
 	if err := b.mount("proc", proc, "proc", 0); err != nil {
@@ -292,7 +300,7 @@ func (b *builder) withAptMounts(fn func() error) error {
 	}
 	defer b.unmount(proc)
 	archives := filepath.Join(b.root, "var", "cache", "apt", "archives")
-	if err := b.mount(filepath.Join(b.opts.CacheDir, "debs"), archives, "", syscall.MS_BIND); err != nil {
+	if err := b.mount(b.debs, archives, "", syscall.MS_BIND); err != nil {
 		return err
 	}
 	defer b.unmount(archives)
@@ -539,20 +547,41 @@ func (b *builder) makeDisk(ctx context.Context) (int64, error) {
 }
 
 // cleanup removes the temporary build directory after a failure, after
-// unmounting anything still mounted inside it.
+// unmounting anything still mounted inside it. What the build downloaded
+// is kept for the next.
 func (b *builder) cleanup() {
 	for _, m := range b.mounts {
 		syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 	if b.dir != "" {
+		b.keepDebs()
 		removeTree(b.dir)
 	}
 }
 
+// keepDebs gives the packages this build downloaded to the shared archive
+// and removes the build's own, which is not part of the image.
+func (b *builder) keepDebs() {
+	if b.debs == "" {
+		return
+	}
+	if n, err := mergeDebs(b.debs, sharedDebs(b.opts.CacheDir)); err != nil {
+		b.progress("  warning: the packages this build downloaded were not all kept for the next: %v", err)
+	} else if n > 0 {
+		b.progress("  %d packages this build downloaded kept for the next", n)
+	}
+	os.RemoveAll(b.debs)
+	b.debs = ""
+}
+
 // cleanStale removes temporary directories that an interrupted build of
-// this recipe left (the caller holds the recipe's lock).
-func cleanStale(root, hash string) {
+// this recipe left (the caller holds the recipe's lock), keeping the
+// packages it had downloaded.
+func cleanStale(cacheDir, root, hash string) {
 	matches, _ := filepath.Glob(filepath.Join(root, ".tmp-"+hash+"-*"))
+	for _, m := range matches {
+		mergeDebs(filepath.Join(m, "debs"), sharedDebs(cacheDir))
+	}
 	trash, _ := filepath.Glob(filepath.Join(root, ".trash-*"))
 	for _, m := range append(matches, trash...) {
 		removeTree(m)
@@ -653,11 +682,18 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// lockFile takes an exclusive lock on path, waiting until ctx ends.
-func lockFile(ctx context.Context, path string) (func(), error) {
+// lockFile takes an exclusive lock on path, waiting until ctx ends;
+// waiting, when not nil, is called first if another process holds it.
+func lockFile(ctx context.Context, path string, waiting func()) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		return func() { f.Close() }, nil
+	}
+	if waiting != nil {
+		waiting()
 	}
 	// The goroutine owns f: a blocked flock cannot be interrupted, so if
 	// the caller gives up, the goroutine releases the lock once it gets it.

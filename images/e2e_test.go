@@ -3,10 +3,12 @@ package images_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -191,4 +193,119 @@ func TestBuildRefusesUnknownPackagesUpFront(t *testing.T) {
 		t.Fatalf("build: %v", err)
 	}
 	t.Logf("refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
+
+// TestBuildsOfTwoRecipesAtOnce builds two small recipes side by side on
+// one cache, with both running apt at the same moment: a build step of
+// the first holds apt's lock on its package archive while the second's
+// step installs a package. The builds used to share one archive, and the
+// second failed with apt's "Could not get lock
+// /var/cache/apt/archives/lock".
+func TestBuildsOfTwoRecipesAtOnce(t *testing.T) {
+	testenv.SkipShort(t)
+	testenv.Require(t, "debootstrap", "mkfs.ext4", "qemu-img")
+	cache := testenv.CacheDir()
+	// A name of this run's own: a recipe that an earlier run left built
+	// would be found cached, not built.
+	nonce := desktop.NewID("")[:8]
+	dir := t.TempDir()
+	// Each step waits for a file the test makes in its image's /tmp, up
+	// to 10 minutes. The first holds apt's lock while dpkg is about to
+	// run (apt holds the archive's lock from the download to its end).
+	waitFor := func(file string) string {
+		return fmt.Sprintf("i=0; while [ ! -e /tmp/%s ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i+1)); done", file)
+	}
+	recipes := map[string]string{
+		"holder": "packages: [hello]\nbuild:\n  - |\n    apt-get install -y -q --no-install-recommends -o 'DPkg::Pre-Invoke::=touch /tmp/holding; " + waitFor("release") + "' tree\n",
+		"second": "packages: [figlet]\nbuild:\n  - |\n    " + waitFor("go") + "\n    apt-get install -y -q --no-install-recommends sl\n",
+	}
+	type build struct {
+		r        images.Recipe
+		progress lockedWriter
+		done     chan error
+	}
+	builds := map[string]*build{}
+	for name, body := range recipes {
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("name: side-%s-%s\nfrom: minimal\n%s", name, nonce, body)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := images.LoadRecipe(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds[name] = &build{r: r, done: make(chan error, 1)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for name, b := range builds {
+		go func() {
+			im, err := images.Build(ctx, b.r, images.BuildOptions{CacheDir: cache, Progress: &b.progress})
+			if err == nil {
+				t.Cleanup(func() { images.Remove(im) })
+			}
+			t.Logf("build %s ended: %v\n%s", name, err, b.progress.String())
+			b.done <- err
+		}()
+	}
+	// The file in a build's image /tmp, once its tree is there.
+	tmpFile := func(b *build, name string) string {
+		dirs, _ := filepath.Glob(filepath.Join(cache, "images", ".tmp-"+b.r.Hash()+"-*", "root", "tmp"))
+		if len(dirs) != 1 {
+			return ""
+		}
+		return filepath.Join(dirs[0], name)
+	}
+	// until polls cond (a file the guest side makes) until it holds, the
+	// build named ends, or the test's time runs out.
+	until := func(what string, b *build, cond func() bool) {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			select {
+			case err := <-b.done:
+				b.done <- err
+				t.Fatalf("%s: the build ended first: %v\n%s", what, err, b.progress.String())
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", what, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	holder, second := builds["holder"], builds["second"]
+	until("the first build holds apt's lock", holder, func() bool {
+		p := tmpFile(holder, "holding")
+		_, err := os.Stat(p)
+		return p != "" && err == nil
+	})
+	until("the second build's tree is there", second, func() bool { return tmpFile(second, "") != "" })
+	if err := os.WriteFile(tmpFile(second, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errSecond := <-second.done
+	if err := os.WriteFile(tmpFile(holder, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errHolder := <-holder.done
+	if errSecond != nil || errHolder != nil {
+		t.Fatalf("the build installing while the other held apt's lock: %v\nthe other: %v", errSecond, errHolder)
+	}
+}
+
+// lockedWriter keeps a build's progress, written and read at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -441,7 +441,14 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		}
 	}
 	// Still running: a hibernation state beside it is one a crash cut
-	// short, and the running guest has moved on from it.
+	// short, and the running guest has moved on from it. A migration the
+	// crash left writing it (or a snapshot's) ends first, so the resume
+	// that recovery gives a stopped guest is not undone by its completion.
+	if st, err := qemuvm.EndInterruptedMigration(ctx, m.monitor()); err != nil {
+		m.log.Warn("a migration a crash left under way did not end", "err", err)
+	} else if st == "cancelled" {
+		m.log.Info("cancelled a migration a crash left under way")
+	}
 	rec.RemoveHibernation()
 	if err := m.findDiskAgain(ctx); err != nil {
 		d.unregister(m)

@@ -106,7 +106,7 @@ func (m *Machine) load(ctx context.Context, statePath string, ignoreShared bool)
 
 // saveState migrates a stopped machine's state into a new file: QEMU
 // connects to a socket hostd listens on, and hostd writes what arrives.
-func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool) error {
+func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool, fault string) error {
 	sock := m.record().Path("save.sock")
 	os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
@@ -127,7 +127,7 @@ func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool)
 	defer f.Close()
 	copied := make(chan error, 1)
 	go func() { copied <- receive(ctx, ln, f) }()
-	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{URI: "unix:" + sock, IgnoreShared: ignoreShared, Log: m.logPath()})
+	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{URI: "unix:" + sock, IgnoreShared: ignoreShared, Log: m.logPath(), Fault: fault})
 	if err == nil {
 		defer g.Close()
 		err = g.Wait(ctx)

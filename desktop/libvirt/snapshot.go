@@ -41,7 +41,7 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string) (desktop.Machine
 	if err := m.Pause(ctx); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
-	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true, ""); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	if err := m.drv.destroyDomain(ctx, rec); err != nil {
@@ -123,7 +123,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string) (desktop.Mach
 		}
 	}
 	resume()
-	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true, ""); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
 	}
 	return rec.Shape, nil
@@ -295,7 +295,7 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	// Whole under its own name (qemuvm.SaveWhole): recovery trusts it when
 	// a crash comes between the domain's end and the record.
 	err = qemuvm.SaveWhole(rec.Path(qemuvm.HibernateState), func(partial string) error {
-		return m.saveState(ctx, partial, false)
+		return m.saveState(ctx, partial, false, desktop.FaultHibernateMigrating)
 	})
 	if err != nil {
 		if st == golibvirt.DomainRunning {

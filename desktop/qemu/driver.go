@@ -130,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	d.log.Info("qemu driver ready", "qemu", d.shape.QEMUVersion, "accel", d.shape.Accel, "machine", d.shape.Type)
 	d.pool = newPool(d)
 	d.cleanPoolLeftovers(ctx)
-	d.sweepMemory()
+	d.sweepMemory(ctx)
 	return d, nil
 }
 
@@ -497,7 +497,14 @@ func (d *Driver) Attach(ctx context.Context, raw json.RawMessage) (desktop.Machi
 		}
 	}
 	// Still running: a hibernation state beside it is one a crash cut
-	// short, and the running guest has moved on from it.
+	// short, and the running guest has moved on from it. A migration the
+	// crash left writing it (or a snapshot's) ends first, so the resume
+	// that recovery gives a stopped guest is not undone by its completion.
+	if st, err := qemuvm.EndInterruptedMigration(ctx, m.monitor()); err != nil {
+		m.log.Warn("a migration a crash left under way did not end", "err", err)
+	} else if st == "cancelled" {
+		m.log.Info("cancelled a migration a crash left under way")
+	}
 	rec.RemoveHibernation()
 	// A snapshot a crash cut short may have switched the disk to its next
 	// overlay (one freeze at a time) before the record said so.

@@ -19,7 +19,7 @@ func (m *Machine) SaveFullState(ctx context.Context, path string) error {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return fmt.Errorf("save full state: %w", err)
 	}
-	if err := m.saveState(ctx, path, false); err != nil {
+	if err := m.saveState(ctx, path, false, ""); err != nil {
 		return fmt.Errorf("save full state: %w", err)
 	}
 	return nil

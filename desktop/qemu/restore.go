@@ -71,7 +71,7 @@ func (m *Machine) restore(ctx context.Context, statePath string, ignoreShared, p
 
 // saveState migrates a stopped machine's state into a new file, handed over
 // as a descriptor, and syncs it.
-func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool) error {
+func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool, fault string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func (m *Machine) saveState(ctx context.Context, path string, ignoreShared bool)
 	if err := m.qmp.SendFD(ctx, "save", int(f.Fd())); err != nil {
 		return err
 	}
-	mig := qemuvm.Migration{URI: "fd:save", IgnoreShared: ignoreShared, Log: m.rec.Path("qemu.log")}
+	mig := qemuvm.Migration{URI: "fd:save", IgnoreShared: ignoreShared, Log: m.rec.Path("qemu.log"), Fault: fault}
 	if err := qemuvm.Migrate(ctx, m.monitor(), mig); err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (m *Machine) saveTemplate(ctx context.Context, dir string, opts desktop.Sna
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
-	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := m.saveState(ctx, filepath.Join(dir, desktop.FileState), true, ""); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("save template: %w", err)
 	}
 	if err := m.quit(ctx); err != nil {
@@ -176,7 +176,7 @@ func (m *Machine) snapshotRunning(ctx context.Context, dir string, opts desktop.
 		}
 	}
 	resume()
-	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true); err != nil {
+	if err := tmpl.saveState(ctx, filepath.Join(dir, desktop.FileState), true, ""); err != nil {
 		return desktop.MachineShape{}, fmt.Errorf("snapshot: save template: %w", err)
 	}
 	phase("state_saved")
@@ -373,7 +373,7 @@ func (m *Machine) Hibernate(ctx context.Context) (json.RawMessage, error) {
 	// state under its own name is whole, which is what recovery trusts
 	// when a crash ends hostd between QEMU's end and the record.
 	err = qemuvm.SaveWhole(m.rec.Path(qemuvm.HibernateState), func(partial string) error {
-		return m.saveState(ctx, partial, false)
+		return m.saveState(ctx, partial, false, desktop.FaultHibernateMigrating)
 	})
 	if err != nil {
 		if status == "running" {

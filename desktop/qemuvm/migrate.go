@@ -3,8 +3,11 @@ package qemuvm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // Bounds of one migration: loading a saved state, and writing one (the RAM
@@ -42,6 +45,9 @@ type Migration struct {
 	// started with -incoming URI (bound before it dropped root, where it
 	// could no longer bind), so only the capabilities are set.
 	Listening bool
+	// Fault is a kill point (desktop.Fault) reached once an outgoing
+	// migration is under way: the crash tests end hostd there.
+	Fault string
 }
 
 // Capabilities is the argument of migrate-set-capabilities for a
@@ -88,6 +94,9 @@ func StartMigration(ctx context.Context, mon Monitor, m Migration) (*Migrating, 
 		events.Close()
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
+	if m.Fault != "" {
+		desktop.Fault(m.Fault)
+	}
 	return &Migrating{mon: mon, events: events, log: m.Log, outgoing: !m.Incoming}, nil
 }
 
@@ -107,7 +116,7 @@ func (g *Migrating) Wait(ctx context.Context) error {
 		switch status {
 		case "completed":
 			if g.outgoing {
-				return g.awaitFinalized(ctx)
+				return awaitFinalized(ctx, g.mon)
 			}
 			return nil
 		case "failed", "cancelled":
@@ -127,21 +136,21 @@ func (g *Migrating) Wait(ctx context.Context) error {
 // desktop stopped with its disks inactive after a snapshot (seen in CI).
 // QEMU sends no event for it, so its state is read again, a little less
 // often each time, within a few seconds.
-func (g *Migrating) awaitFinalized(ctx context.Context) error {
+func awaitFinalized(ctx context.Context, mon Executor) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	wait := time.Millisecond
 	for {
-		st, err := Status(ctx, g.mon)
+		st, err := Status(ctx, mon)
 		if err != nil {
-			return fmt.Errorf("migration completed, but the machine's state: %w", err)
+			return fmt.Errorf("migration ended, but the machine's state: %w", err)
 		}
 		if st != "finish-migrate" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("migration completed, but the machine stayed in finish-migrate: %w", ctx.Err())
+			return fmt.Errorf("migration ended, but the machine stayed in finish-migrate: %w", ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 20*time.Millisecond)
@@ -187,4 +196,61 @@ func ParseMigrationEvent(data []byte) (string, error) {
 		return "", fmt.Errorf("MIGRATION event without a status: %.80q", data)
 	}
 	return st.Status, nil
+}
+
+// migrationRunning says whether a query-migrate status is of a migration
+// still under way (QEMU's MigrationStatus): it has not completed, failed
+// or been cancelled.
+func migrationRunning(status string) bool {
+	switch status {
+	case "", "none", "completed", "failed", "cancelled":
+		return false
+	}
+	return true
+}
+
+// EndInterruptedMigration ends an outgoing migration that outlived the
+// hostd that started it (a hibernate, snapshot or fork a crash cut short:
+// QEMU writes on into the state file it was handed). It is cancelled, and
+// the wait lasts until QEMU says it ended and the machine left
+// finish-migrate. Resuming the guest first would not last: the
+// migration's completion stops it again (postmigrate), leaving a desktop
+// listed running whose CPUs never run. It returns the status the
+// migration ended with ("" or "none" when none ran).
+func EndInterruptedMigration(ctx context.Context, mon Monitor) (string, error) {
+	events, err := mon.Subscribe(ctx)
+	if err != nil {
+		return "", fmt.Errorf("subscribe to QMP events: %w", err)
+	}
+	defer events.Close()
+	var q migrationStatus
+	if err := mon.Execute(ctx, "query-migrate", nil, &q); err != nil {
+		return "", fmt.Errorf("query-migrate: %w", err)
+	}
+	if !migrationRunning(q.Status) {
+		return q.Status, awaitFinalized(ctx, mon)
+	}
+	if err := mon.Execute(ctx, "migrate_cancel", nil, nil); err != nil {
+		return q.Status, fmt.Errorf("migrate_cancel: %w", err)
+	}
+	// The events capability was set by the hostd that started the
+	// migration; its status is read again between events all the same, in
+	// case it was not.
+	wait := 10 * time.Millisecond
+	for migrationRunning(q.Status) {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		_, werr := events.Wait(wctx, "MIGRATION")
+		cancel()
+		if ctx.Err() != nil {
+			return q.Status, fmt.Errorf("migration still %s after migrate_cancel: %w", q.Status, ctx.Err())
+		}
+		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
+			return q.Status, fmt.Errorf("migration: %w", werr)
+		}
+		if err := mon.Execute(ctx, "query-migrate", nil, &q); err != nil {
+			return "", fmt.Errorf("query-migrate: %w", err)
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+	return q.Status, awaitFinalized(ctx, mon)
 }

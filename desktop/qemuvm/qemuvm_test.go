@@ -621,3 +621,47 @@ func TestCappedLogRotates(t *testing.T) {
 		t.Fatalf("an overlong line is cut to the bound: %q", old)
 	}
 }
+
+// A migration that outlived its hostd is cancelled, and the call returns
+// only once QEMU says it ended: a guest resumed before would be stopped
+// again by the migration's completion.
+func TestInterruptedMigrationIsCancelledBeforeTheGuestResumes(t *testing.T) {
+	mon := qemuvmtest.New()
+	// Under way, then cancelling for a read after the cancel, then ended.
+	statuses := []string{"active", "cancelling", "cancelled"}
+	cancelled := false
+	mon.Handle("query-migrate", func(json.RawMessage) (any, error) {
+		st := statuses[0]
+		if cancelled && len(statuses) > 1 {
+			statuses = statuses[1:]
+		}
+		return map[string]string{"status": st}, nil
+	})
+	mon.Handle("migrate_cancel", func(json.RawMessage) (any, error) {
+		cancelled = true
+		mon.Emit("MIGRATION", map[string]string{"status": "cancelling"})
+		return map[string]any{}, nil
+	})
+	mon.Reply("query-status", map[string]string{"status": "paused"})
+	got, err := qemuvm.EndInterruptedMigration(ctx(t), mon)
+	if err != nil || got != "cancelled" {
+		t.Fatalf("ended with %q, %v; want cancelled", got, err)
+	}
+	if names := mon.Names(); !slices.Contains(names, "migrate_cancel") {
+		t.Fatalf("commands %v: the migration was not cancelled", names)
+	}
+	if mon.Subscribers() != 0 {
+		t.Fatalf("%d subscriptions left open", mon.Subscribers())
+	}
+
+	// None under way: nothing is cancelled.
+	mon = qemuvmtest.New()
+	mon.Reply("query-migrate", map[string]string{"status": "completed"})
+	mon.Reply("query-status", map[string]string{"status": "postmigrate"})
+	if got, err := qemuvm.EndInterruptedMigration(ctx(t), mon); err != nil || got != "completed" {
+		t.Fatalf("a completed migration: %q, %v", got, err)
+	}
+	if slices.Contains(mon.Names(), "migrate_cancel") {
+		t.Fatal("a completed migration was cancelled")
+	}
+}

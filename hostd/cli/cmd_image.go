@@ -59,7 +59,7 @@ func imageBuild(ctx context.Context, e *env, args []string) error {
 	name := fs.String("name", "", "image name (default: the recipe's name, or the flavor)")
 	width := fs.Int("width", images.DefaultWidth, "screen width, pixels")
 	height := fs.Int("height", images.DefaultHeight, "screen height, pixels")
-	mirror := fs.String("mirror", "", "Debian mirror URL for debootstrap (default: debootstrap's own)")
+	mirror := fs.String("mirror", "", "Debian mirror URL for debootstrap and the check of package names (default: debootstrap's own)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}

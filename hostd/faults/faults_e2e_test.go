@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,6 +225,8 @@ func points() []point {
 		// The fork's template stays while the source lives: the source's
 		// disk now layers on it, as after any fork.
 		{desktop.FaultForkSnapshotted, create, fork, "running", "fork-"},
+		// The migration is cancelled at the restart: the guest runs on.
+		{desktop.FaultHibernateMigrating, create, op("hibernate"), "running", ""},
 		{desktop.FaultHibernateStateWritten, create, op("hibernate"), "hibernated", ""},
 		{desktop.FaultHibernateSaved, create, op("hibernate"), "hibernated", ""},
 		{desktop.FaultWakeRestored, createHibernated, op("wake"), "hibernated", ""},
@@ -434,4 +437,80 @@ func TestKillWithVolumeAttached(t *testing.T) {
 		h.fail("a second writer was let in after the restart")
 	}
 	h.stop(ctx)
+}
+
+// TestKillDuringHibernate kills hostd with SIGKILL 100 to 300 ms after a
+// hibernate was asked for, WARMDESK_HIBERNATE_KILLS times (default 5; the
+// table in docs/SECURITY.md is of 20), wherever in the hibernation that
+// lands, and checks that each desktop is found either hibernated (and
+// wakes) or running with its CPUs running: it answers input and exec, and
+// its guest clock moves.
+func TestKillDuringHibernate(t *testing.T) {
+	testenv.SkipShort(t)
+	kills := 5
+	if n, err := strconv.Atoi(os.Getenv("WARMDESK_HIBERNATE_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	h := newHost(t, "qemu")
+	outcomes := map[string]int{}
+	for i := range kills {
+		delay := 100*time.Millisecond + time.Duration(i)*200*time.Millisecond/time.Duration(max(kills-1, 1))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		h.start("")
+		id := create(ctx, h)
+		hibernated := make(chan error, 1)
+		go func() {
+			_, err := h.c.Op(ctx, id, "hibernate")
+			hibernated <- err
+		}()
+		// The delay is what the experiment varies: where in the
+		// hibernation the kill lands.
+		killer := time.AfterFunc(delay, func() { h.cmd.Process.Kill() })
+		<-h.exited
+		killer.Stop()
+		<-hibernated
+		h.cmd = nil
+		h.start("")
+		d, err := h.c.Desktop(ctx, id)
+		if err != nil {
+			h.fail("kill %d (%s after the hibernate): %v", i, delay, err)
+		}
+		switch d.State {
+		case "hibernated":
+			if _, err := h.c.Op(ctx, id, "wake"); err != nil {
+				h.fail("kill %d (%s): wake: %v", i, delay, err)
+			}
+		case "running":
+		default:
+			h.fail("kill %d (%s): the desktop is %s (%s), want running or hibernated", i, delay, d.State, d.Reason)
+		}
+		outcomes[d.State]++
+		h.checkNoOrphans(ctx, []api.Desktop{d})
+		h.checkAnswers(ctx, id)
+		h.checkGuestRuns(ctx, id)
+		h.stop(ctx)
+		cancel()
+	}
+	t.Logf("%d kills 100-300 ms after a hibernate: %d found running, %d hibernated (woken); every one answered input and exec, its clock moving", kills, outcomes["running"], outcomes["hibernated"])
+}
+
+// checkGuestRuns asserts that a desktop's guest runs: an exec answers
+// within its own deadline, twice, and the guest's clock moved between.
+func (h *host) checkGuestRuns(ctx context.Context, id string) {
+	h.t.Helper()
+	uptime := func() float64 {
+		res, err := h.c.Exec(ctx, id, api.ExecRequest{Shell: "cut -d' ' -f1 /proc/uptime", Timeout: api.Duration(time.Minute)})
+		if err != nil || res.ExitCode != 0 {
+			h.fail("exec in %s: %+v, %v", id, res, err)
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+		if err != nil {
+			h.fail("uptime of %s: %q", id, res.Stdout)
+		}
+		return f
+	}
+	first := uptime()
+	if second := uptime(); second <= first {
+		h.fail("the guest's clock of %s stands still: %v then %v", id, first, second)
+	}
 }
