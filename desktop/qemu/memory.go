@@ -1,8 +1,10 @@
 package qemu
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,8 +61,10 @@ func (r record) dropMemory() {
 
 // sweepMemory removes template memory files that neither a snapshot (by
 // its memory link) nor a live draft refers to: what a crash mid-bake or
-// mid-fork left on tmpfs.
-func (d *Driver) sweepMemory() {
+// mid-fork left on tmpfs. The templates such a crash left running go
+// first: a removed file's pages stay while a QEMU maps them.
+func (d *Driver) sweepMemory(ctx context.Context) {
+	d.endOrphanTemplates(ctx)
 	if d.opts.SnapshotsDir == "" {
 		return
 	}
@@ -83,6 +87,34 @@ func (d *Driver) sweepMemory() {
 		if !wanted[f] {
 			d.log.Info("removing a template memory file nothing refers to", "file", f)
 			os.Remove(f)
+		}
+	}
+}
+
+// endOrphanTemplates ends the bakes and snapshot templates whose process
+// is gone: a bake killed mid-boot leaves its QEMU (in a session of its
+// own) running its guest on the RAM file, until the next hostd start's
+// Sweep. Only those whose draft marker names a draft no live process
+// holds: the marker is written after the draft is taken, so a machine
+// being set up (no marker yet) is left alone, and the draft is given up
+// only after its machine has ended.
+func (d *Driver) endOrphanTemplates(ctx context.Context) {
+	entries, _ := os.ReadDir(d.opts.RunDir)
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "bake-") && !strings.HasPrefix(name, "tmpl-") {
+			continue
+		}
+		draft, err := os.ReadFile(filepath.Join(d.opts.RunDir, name, draftMarker))
+		if err != nil || desktop.DraftInUse(string(draft)) {
+			continue
+		}
+		var errs []error
+		if d.sweepMachine(ctx, name, &errs) {
+			d.log.Info("ended a bake or snapshot template whose process is gone", "machine", name, "draft", string(draft))
+		}
+		if err := errors.Join(errs...); err != nil {
+			d.log.Warn("a bake or snapshot template whose process is gone did not end", "machine", name, "err", err)
 		}
 	}
 }

@@ -71,19 +71,27 @@ func (d *Driver) Sweep(ctx context.Context, owned []json.RawMessage) ([]string, 
 	}
 	var swept []string
 	for _, name := range unowned(names, keep, marked, draftLive) {
-		dirs := qemuvm.Dirs{RunDir: filepath.Join(d.opts.RunDir, name), DataDir: filepath.Join(d.opts.DataDir, name)}
-		if err := killQEMUsOf(ctx, dirs.RunDir); err != nil {
-			errs = append(errs, err)
-			continue // its files stay while it may still use them
+		if d.sweepMachine(ctx, name, &errs) {
+			swept = append(swept, name)
 		}
-		if err := dirs.Remove(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		d.removeCgroup(name, &errs)
-		swept = append(swept, name)
 	}
 	return swept, errors.Join(errs...)
+}
+
+// sweepMachine ends the QEMU running in machine name's directories, then
+// removes them and its cgroup, and says whether it did; errors go to errs.
+func (d *Driver) sweepMachine(ctx context.Context, name string, errs *[]error) bool {
+	dirs := qemuvm.Dirs{RunDir: filepath.Join(d.opts.RunDir, name), DataDir: filepath.Join(d.opts.DataDir, name)}
+	if err := killQEMUsOf(ctx, dirs.RunDir); err != nil {
+		*errs = append(*errs, err)
+		return false // its files stay while it may still use them
+	}
+	if err := dirs.Remove(); err != nil {
+		*errs = append(*errs, err)
+		return false
+	}
+	d.removeCgroup(name, errs)
+	return true
 }
 
 // unowned picks, from machine directory names, those of desktops, taken
