@@ -197,7 +197,10 @@ func parseRelease(r io.Reader) (releaseFile, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 || len(f[0]) != 64 {
+		if len(f) != 3 {
+			return rel, fmt.Errorf("bad SHA256 line %q", line)
+		}
+		if sum, err := hex.DecodeString(f[0]); err != nil || len(sum) != sha256.Size {
 			return rel, fmt.Errorf("bad SHA256 line %q", line)
 		}
 		size, err := strconv.ParseInt(f[1], 10, 64)
