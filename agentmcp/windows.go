@@ -12,7 +12,8 @@ import (
 	"github.com/warmdesk/warmdesk/client"
 )
 
-const windowsDescription = "List the desktop's windows (id, title, class, pid, geometry of the content area, focused) " +
+const windowsDescription = "List the desktop's windows (id, title, class, pid, x, y, width and height of the content " +
+	"area inside the title bar and border, frame: the whole window as the screenshot shows it, focused) " +
 	"and focus, close, move or resize one. Actions: list; focus (window_id); close (window_id: asks it to close, as " +
 	"its close button does; closed is false if it is still open, for example asking to confirm); move (window_id, x, y: " +
 	"the new top-left corner of its content); resize (window_id, width, height of its content; a terminal keeps whole " +

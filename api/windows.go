@@ -1,9 +1,11 @@
 package api
 
 // Window is a top-level window of a desktop, as GET
-// /v1/desktops/{id}/windows lists it. Its geometry is the client area
-// (inside the window manager's frame), in native pixels or in the space
-// of the display_width and display_height the request declared.
+// /v1/desktops/{id}/windows lists it. X, Y, Width and Height are its
+// client area (the application's own pixels, inside the window manager's
+// border and title bar); Frame is the whole window the screen shows, the
+// decorations included. Both are in native pixels or in the space of the
+// display_width and display_height the request declared.
 type Window struct {
 	// ID is the X window id ("0x01a00003"): what the window operations take.
 	ID    string `json:"id"`
@@ -14,12 +16,23 @@ type Window struct {
 	// PID is the client's process id in the guest, 0 when it sets none.
 	PID int `json:"pid"`
 	// Workspace is the window manager's desktop number, -1 for all.
-	Workspace int  `json:"workspace"`
-	X         int  `json:"x"`
-	Y         int  `json:"y"`
-	Width     int  `json:"width"`
-	Height    int  `json:"height"`
-	Focused   bool `json:"focused"`
+	Workspace int `json:"workspace"`
+	X         int `json:"x"`
+	Y         int `json:"y"`
+	Width     int `json:"width"`
+	Height    int `json:"height"`
+	// Frame is the window with its title bar and border (equal to the
+	// client area for an undecorated window).
+	Frame   Rect `json:"frame"`
+	Focused bool `json:"focused"`
+}
+
+// Rect is a rectangle on the screen: its top-left corner and its size.
+type Rect struct {
+	X      int `json:"x"`
+	Y      int `json:"y"`
+	Width  int `json:"width"`
+	Height int `json:"height"`
 }
 
 // Windows answers GET /v1/desktops/{id}/windows, oldest window first.

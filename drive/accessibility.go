@@ -85,8 +85,6 @@ func (s *Service) Accessibility(ctx context.Context, id string, o AXOptions) (ap
 	if o.Hidden {
 		hidden = "1"
 	}
-	ctx, cancel := context.WithTimeout(ctx, axTimeout+agentMargin)
-	defer cancel()
 	res, err := s.exec(ctx, id, ExecRequest{
 		Path: "/bin/sh", Args: []string{"-c", `export DISPLAY=${DISPLAY:-:0}
 [ -x "$0" ] || { echo "no accessibility walker" >&2; exit 127; }

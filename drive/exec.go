@@ -47,6 +47,9 @@ type ExecRequest struct {
 	// Started (ExecStream only), when set, hears the guest's process id of
 	// the program's process group as soon as it runs.
 	Started func(pid int)
+	// bare runs the program as it is, without timeout(1) around it: one of
+	// this package's helpers that ends itself by its Timeout.
+	bare bool
 }
 
 // ExecResult is how a guest program ended.

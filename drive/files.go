@@ -93,9 +93,7 @@ func (s *Service) ReadFile(ctx context.Context, id, path string) (GuestFile, err
 	if err := CheckGuestPath(path); err != nil {
 		return nil, err
 	}
-	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
-	mach, err := s.guestMachine(mctx, id)
-	cancel()
+	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +165,7 @@ func (s *Service) WriteFile(ctx context.Context, id, path string, r io.Reader) (
 		return 0, err
 	}
 	r = &capped{r: r, left: MaxFileBytes}
-	mctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
-	mach, err := s.guestMachine(mctx, id)
-	cancel()
+	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -330,6 +326,10 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
 	}
+	mach, err := s.guestMachine(ctx, id)
+	if err != nil {
+		return ExecResult{}, err
+	}
 	start := time.Now()
 	var cancel context.CancelFunc
 	if req.Unbounded {
@@ -338,10 +338,6 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 		ctx, cancel = context.WithTimeout(ctx, req.Timeout+agentMargin)
 	}
 	defer cancel()
-	mach, err := s.guestMachine(ctx, id)
-	if err != nil {
-		return ExecResult{}, err
-	}
 	ag := boundedAgent{mach.Agent()}
 	tag := make([]byte, 8)
 	rand.Read(tag)
@@ -476,13 +472,18 @@ func (s *Service) Signal(ctx context.Context, id string, pid int, signal string)
 
 var signalName = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,9}$`)
 
-// killGroup ends a streaming exec whose caller gave up: timeout leads its
-// own process group, so the group's signal reaches the program's children.
+// killGroup ends the process group of a program whose caller gave up or
+// whose deadline passed (timeout leads its own group, so the signal
+// reaches the program's children): TERM, then KILL after killGrace if the
+// group is still there, as timeout(1) does. It does not wait: the guest
+// agent runs the kill on its own.
 func (s *Service) killGroup(ctx context.Context, ag desktop.GuestAgent, pid int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	args := map[string]any{"path": "/bin/kill", "arg": []string{"-TERM", "--", fmt.Sprintf("-%d", pid)}}
+	// procps' kill: dash's own takes no "--" before a negative pid.
+	script := `/bin/kill -TERM -- "-$1" 2>/dev/null || exit 0; sleep "$2"; /bin/kill -KILL -- "-$1" 2>/dev/null; exit 0`
+	args := map[string]any{"path": "/bin/sh", "arg": []string{"-c", script, "sh", strconv.Itoa(pid), seconds(killGrace)}}
 	if err := ag.Call(ctx, "guest-exec", args, nil); err != nil {
-		s.log.Debug("kill cancelled guest program", "pid", pid, "err", err)
+		s.log.Debug("end a guest program's process group", "pid", pid, "err", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -29,10 +31,23 @@ const killGrace = 2 * time.Second
 // the guest agent before calling it unavailable.
 const agentMargin = 3 * time.Second
 
+// GuestWait bounds how long a guest operation waits for a new desktop's
+// guest to be set up (its clock, identity and on_create commands), within
+// the caller's own deadline. The wait comes before the program's timeout,
+// not out of it: an agent's first call right after a create used to run
+// out of a helper's few seconds while the guest was still being set up.
+const GuestWait = time.Minute
+
 // guestMachine finds a running desktop's machine once its guest has its
-// own clock and identity.
+// own clock and identity, waiting for that up to GuestWait.
 func (s *Service) guestMachine(ctx context.Context, id string) (desktop.Machine, error) {
-	mach, _, err := s.runningMachine(ctx, id, true, "reach the guest agent of")
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, GuestWait)
+	defer cancel()
+	mach, _, err := s.runningMachine(wctx, id, true, "reach the guest agent of")
+	if err != nil && wctx.Err() != nil && errors.Is(err, desktop.ErrUnavailable) {
+		return nil, fmt.Errorf("%w: desktop %s: its guest is still being set up (clock, identity, on_create commands) after %s: try again in a few seconds", desktop.ErrUnavailable, id, time.Since(start).Round(time.Millisecond))
+	}
 	return mach, err
 }
 
@@ -82,6 +97,9 @@ func (b boundedAgent) Call(ctx context.Context, command string, args, result any
 
 // execArgv wraps a program in timeout and, when needed, env.
 func execArgv(req ExecRequest) (string, []string) {
+	if req.bare {
+		return req.Path, req.Args
+	}
 	argv := []string{"-k", seconds(killGrace), seconds(req.Timeout)}
 	if len(req.Env) > 0 || req.Cwd != "" {
 		argv = append(argv, "env")
@@ -132,26 +150,83 @@ func (s *Service) announceExec(id string, req ExecRequest, res ExecResult, err e
 	s.mgr.Announce(id, desktop.EventExec, line)
 }
 
+// overdueSlack is how long past its timeout a program's end may take to
+// reach the guest agent before its process group is ended from the host.
+const overdueSlack = 250 * time.Millisecond
+
 // exec is Exec without the announcement, for our own helper scripts.
 func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
-	defer cancel()
 	mach, err := s.guestMachine(ctx, id)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	path, args := execArgv(req)
-	res, err := desktop.Exec(ctx, boundedAgent{mach.Agent()}, desktop.ExecRequest{
-		Path: path, Args: args, Stdin: req.Stdin, Timeout: req.Timeout + agentMargin, MaxOutput: req.MaxOutput,
-	})
+	res, err := s.execOn(ctx, boundedAgent{mach.Agent()}, req)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("desktop %s: %w", id, err)
 	}
 	s.mgr.Touch(id)
-	return ExecResult{ExecResult: res, TimedOut: timedOut(res, req.Timeout)}, nil
+	return res, nil
+}
+
+// execOn runs a checked request through a guest agent. timeout(1) ends
+// the program's process group at the deadline, but only while the program
+// itself runs: one that exits leaving a process that holds its output (a
+// job sent to the background) kept the agent from reporting the end until
+// the host gave up (a 504 after the timeout and the agent's margin, the
+// job still running). Such a group is ended from here, overdueSlack after
+// the deadline, and the answer says timed_out.
+func (s *Service) execOn(ctx context.Context, agent desktop.GuestAgent, req ExecRequest) (ExecResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout+agentMargin)
+	defer cancel()
+	var pid atomic.Int64
+	ag := startedAgent{agent, func(p int) { pid.Store(int64(p)) }}
+	overdue := time.AfterFunc(req.Timeout+overdueSlack, func() {
+		if p := pid.Load(); p > 0 && !req.bare { // a bare program leads no group
+			s.killGroup(ctx, agent, int(p))
+		}
+	})
+	path, args := execArgv(req)
+	res, err := desktop.Exec(ctx, ag, desktop.ExecRequest{
+		Path: path, Args: args, Stdin: req.Stdin, Timeout: req.Timeout + agentMargin, MaxOutput: req.MaxOutput,
+	})
+	ended := !overdue.Stop() && pid.Load() > 0 && !req.bare
+	if err != nil {
+		return ExecResult{}, err
+	}
+	return ExecResult{ExecResult: res, TimedOut: ended || timedOut(res, req.Timeout)}, nil
+}
+
+// startedAgent tells started the process id of each program a guest-exec
+// starts.
+type startedAgent struct {
+	desktop.GuestAgent
+	started func(pid int)
+}
+
+func (a startedAgent) Call(ctx context.Context, command string, args, result any) error {
+	if command != "guest-exec" {
+		return a.GuestAgent.Call(ctx, command, args, result)
+	}
+	var raw json.RawMessage
+	if err := a.GuestAgent.Call(ctx, command, args, &raw); err != nil {
+		return err
+	}
+	var st struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal(raw, &st) == nil && st.PID > 0 {
+		a.started(st.PID)
+	}
+	if result == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, result); err != nil {
+		return fmt.Errorf("guest agent %s: decode: %w", command, err)
+	}
+	return nil
 }
 
 // shell runs a short helper script of ours in the guest, with DISPLAY set

@@ -2,6 +2,7 @@ package drive
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"image"
@@ -15,9 +16,10 @@ import (
 )
 
 // Window is a top-level window the guest's window manager manages, as
-// EWMH lists it (_NET_CLIENT_LIST). Its geometry is the client area (the
-// application's own pixels, inside the window manager's frame), in the
-// coordinate space it was asked in.
+// EWMH lists it (_NET_CLIENT_LIST). X, Y, Width and Height are its client
+// area (the application's own pixels, inside the window manager's border
+// and title bar); Frame is the whole window as the screen shows it, the
+// decorations included. Both are in the coordinate space it was asked in.
 type Window struct {
 	ID string // X window id, 0x and 8 hex digits
 	// Title is the window's name (_NET_WM_NAME, else WM_NAME).
@@ -33,8 +35,12 @@ type Window struct {
 	Y         int
 	Width     int
 	Height    int
+	Frame     Rect
 	Focused   bool
 }
+
+// Rect is a rectangle by its top-left corner and its size.
+type Rect struct{ X, Y, Width, Height int }
 
 // Placement is a move or resize: the new top-left corner of the client
 // area, its new size, or both. A nil field keeps what the window has.
@@ -45,85 +51,70 @@ type Placement struct {
 
 // windowWait bounds how long an operation waits for the window manager
 // to carry it out (openbox answers in tens of milliseconds under TCG);
-// windowPoll is how often the guest looks (the helpers' "sleep 0.02").
+// the helper looks every 20 ms.
 const (
-	windowWait    = 3 * time.Second
-	windowPoll    = 20 * time.Millisecond
-	windowTimeout = windowWait + 5*time.Second
+	windowWait = 3 * time.Second
+	windowPoll = 20 * time.Millisecond
+	// windowTimeout bounds the helper: a move that the window manager
+	// carries out in two steps waits for each.
+	windowTimeout = 2*windowWait + 5*time.Second
 )
 
-// The guest's helpers. wmctrl speaks EWMH to the window manager (list,
-// activate, close, move and resize); xdotool reads geometry (the client
-// area translated to the root window) and the active window.
-// $1 is a window id this service checked; the helpers wait, polling at
-// windowPoll, up to $2 polls for the window manager to act.
-const (
-	windowsScript = `command -v wmctrl >/dev/null || { echo "wmctrl is not installed" >&2; exit 127; }
-active=$(xdotool getactivewindow 2>/dev/null) || active=0
-list=$(wmctrl -l -p -x) || { echo "wmctrl could not list windows: is a window manager running?" >&2; exit 3; }
-echo "active $active"
-printf '%s\n' "$list" | while read -r id ws pid class host title; do
-  [ -n "$id" ] || continue
-  X= Y= WIDTH= HEIGHT=
-  eval "$(xdotool getwindowgeometry --shell "$id" 2>/dev/null)" || continue
-  printf 'window\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$ws" "$pid" "$X" "$Y" "$WIDTH" "$HEIGHT" "$class" "$title"
-done`
-	windowGeometry = `geometry() { X= Y= WIDTH= HEIGHT=; eval "$(xdotool getwindowgeometry --shell "$1" 2>/dev/null)"; echo "$X $Y $WIDTH $HEIGHT"; }
-`
-	// windowPlace moves and resizes ($3..$6, -1 keeps a value), waits
-	// until the geometry changes and prints it. openbox puts its frame's
-	// corner, not the client area's, at the point asked (StaticGravity in
-	// the request made no difference), so a move that lands off by the
-	// frame's offset is made again by that offset. A placement the
-	// window already has is answered at once; a first move that changes
-	// nothing else (the frame was already there) waits out the bound.
-	windowPlace = windowGeometry + `settle() {
-  i=0; now=$3
-  while [ "$now" = "$3" ] && [ $i -lt "$2" ]; do sleep 0.02; i=$((i+1)); now=$(geometry "$1"); done
-  echo "$now"
+// windowsHelper is the guest side of the window API: a small X client in
+// Perl (perl-base is in every Debian image) that reads every window's
+// properties and geometry over one connection and carries out the
+// operations through EWMH client messages, in one guest exec per call.
+// It replaced a script that ran wmctrl once and xdotool once per window
+// (4.5 to 7 s per list under TCG) and whose geometry was off by the frame
+// (xdotool counts the client's offset in its frame twice).
+//
+//go:embed windows.pl
+var windowsHelper string
+
+// helperNoWindow is the helper's answer for a window that is not managed.
+const helperNoWindow = 4
+
+// windowHelper runs the helper with an operation and its arguments, and
+// reads its answer: the windows it lists, or for close whether the window
+// closed. A window that is not (or no longer) managed is ErrNotFound.
+func (s *Service) windowHelper(ctx context.Context, id, op string, args ...string) ([]Window, string, error) {
+	res, err := s.exec(ctx, id, ExecRequest{
+		Path: "perl", Args: append([]string{"-e", windowsHelper, "--", seconds(windowTimeout), op}, args...),
+		Timeout: windowTimeout, MaxOutput: desktop.DefaultMaxOutput, bare: true,
+	})
+	switch {
+	case err != nil:
+		return nil, "", err
+	case res.Signal != 0:
+		return nil, "", fmt.Errorf("%w: desktop %s: the window helper (%s) ended by signal %d after %s", desktop.ErrUnavailable, id, op, res.Signal, res.Duration.Round(time.Millisecond))
+	case res.ExitCode == helperNoWindow:
+		win := ""
+		if len(args) > 0 {
+			win = args[0]
+		}
+		return nil, "", fmt.Errorf("%w: desktop %s has no window %s: list them with GET /v1/desktops/%s/windows", desktop.ErrNotFound, id, win, id)
+	case res.ExitCode == 127:
+		return nil, "", fmt.Errorf("%w: desktop %s: its image has no perl, which the window API runs: use an image built on Debian", desktop.ErrConflict, id)
+	case res.ExitCode != 0:
+		return nil, "", fmt.Errorf("windows of %s (%s): exit %d: %s", id, op, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	out := string(res.Stdout)
+	if op == "close" {
+		return nil, strings.TrimSpace(out), nil
+	}
+	wins, err := parseWindows(out)
+	return wins, "", err
 }
-before=$(geometry "$1")
-read -r bx by bw bh <<EOF
-$before
-EOF
-if { [ "$3" = -1 ] || [ "$3" = "$bx" ]; } && { [ "$4" = -1 ] || [ "$4" = "$by" ]; } &&
-   { [ "$5" = -1 ] || [ "$5" = "$bw" ]; } && { [ "$6" = -1 ] || [ "$6" = "$bh" ]; }; then
-  echo "$before"; exit 0
-fi
-wmctrl -i -r "$1" -e "0,$3,$4,$5,$6" || exit 3
-now=$(settle "$1" "$2" "$before")
-if [ "$3" != -1 ]; then
-  set -- "$@" $now
-  if [ "$7" != "$3" ] || [ "$8" != "$4" ]; then
-    wmctrl -i -r "$1" -e "0,$(( $3 - ($7 - $3) )),$(( $4 - ($8 - $4) )),-1,-1" || exit 3
-    now=$(settle "$1" "$2" "$now")
-  fi
-fi
-echo "$now"`
-	windowFocus = `wmctrl -i -a "$1" || exit 3
-i=0
-while [ "$(( $(xdotool getactivewindow 2>/dev/null || echo 0) ))" != "$(( $1 ))" ]; do
-  [ $i -lt "$2" ] || { echo "the window manager did not focus $1" >&2; exit 5; }
-  sleep 0.02; i=$((i+1))
-done`
-	windowClose = `wmctrl -i -c "$1" || exit 3
-i=0
-while wmctrl -l | grep -qi "^$1 "; do
-  [ $i -lt "$2" ] || { echo open; exit 0; }
-  sleep 0.02; i=$((i+1))
-done
-echo closed`
-)
 
 // Windows lists the desktop's top-level windows in the window manager's
 // order (oldest first), with geometry in the space of a declared display
 // size (zero: native pixels).
 func (s *Service) Windows(ctx context.Context, id string, display image.Point) ([]Window, error) {
-	wins, err := s.windows(ctx, id)
+	space, err := s.windowSpace(id, display)
 	if err != nil {
 		return nil, err
 	}
-	space, err := s.windowSpace(id, display)
+	wins, _, err := s.windowHelper(ctx, id, "list")
 	if err != nil {
 		return nil, err
 	}
@@ -133,59 +124,48 @@ func (s *Service) Windows(ctx context.Context, id string, display image.Point) (
 	return wins, nil
 }
 
-func (s *Service) windows(ctx context.Context, id string) ([]Window, error) {
-	ctx, cancel := context.WithTimeout(ctx, windowTimeout)
-	defer cancel()
-	res, err := s.shell(ctx, id, windowsScript, nil, windowTimeout)
-	if err != nil {
-		return nil, err
-	}
-	switch res.ExitCode {
-	case 0:
-		return parseWindows(string(res.Stdout))
-	case 127:
-		return nil, fmt.Errorf("%w: desktop %s: its image has no wmctrl, which the window API runs: build the image again and bake its snapshot again", desktop.ErrConflict, id)
-	}
-	return nil, fmt.Errorf("list the windows of %s: exit %d: %s", id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-}
-
-// window finds one window by the id a caller gave, for an operation on
-// it: like input, it is refused while a person holds control.
-func (s *Service) window(ctx context.Context, id, win string) (Window, error) {
+// operable checks a window id a caller gave, for an operation on it:
+// like input, it is refused while a person holds control.
+func (s *Service) operable(id, win string) (string, error) {
 	wid, err := WindowID(win)
 	if err != nil {
-		return Window{}, err
+		return "", err
 	}
 	d, err := s.mgr.Get(id)
 	if err != nil {
-		return Window{}, err
+		return "", err
 	}
 	if err := d.InputAllowed(); err != nil {
-		return Window{}, err
+		return "", err
 	}
-	wins, err := s.windows(ctx, id)
-	if err != nil {
-		return Window{}, err
+	return wid, nil
+}
+
+// theWindow is the one window an operation answers with.
+func theWindow(id, wid string, wins []Window, space input.Space) (Window, error) {
+	i := slices.IndexFunc(wins, func(w Window) bool { return w.ID == wid })
+	if i < 0 {
+		return Window{}, fmt.Errorf("%w: window %s of %s closed meanwhile", desktop.ErrNotFound, wid, id)
 	}
-	for _, w := range wins {
-		if w.ID == wid {
-			return w, nil
-		}
-	}
-	return Window{}, fmt.Errorf("%w: desktop %s has no window %s: list them with GET /v1/desktops/%s/windows", desktop.ErrNotFound, id, wid, id)
+	return inSpace(wins[i], space), nil
 }
 
 // FocusWindow activates a window (raising it, and switching to its
 // workspace) and returns it once the window manager says it is active.
 func (s *Service) FocusWindow(ctx context.Context, id, win string, display image.Point) (Window, error) {
-	w, err := s.window(ctx, id, win)
+	wid, err := s.operable(id, win)
 	if err != nil {
 		return Window{}, err
 	}
-	if err := s.windowOp(ctx, id, windowFocus, w.ID); err != nil {
+	space, err := s.windowSpace(id, display)
+	if err != nil {
 		return Window{}, err
 	}
-	return s.windowNow(ctx, id, w.ID, display)
+	wins, _, err := s.windowHelper(ctx, id, "focus", wid, windowPolls())
+	if err != nil {
+		return Window{}, err
+	}
+	return theWindow(id, wid, wins, space)
 }
 
 // CloseWindow asks a window to close, as its close button does
@@ -193,27 +173,25 @@ func (s *Service) FocusWindow(ctx context.Context, id, win string, display image
 // is still open after windowWait: the application may be asking the user
 // to confirm.
 func (s *Service) CloseWindow(ctx context.Context, id, win string) (closed bool, err error) {
-	w, err := s.window(ctx, id, win)
+	wid, err := s.operable(id, win)
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, windowTimeout)
-	defer cancel()
-	res, err := s.shell(ctx, id, windowClose, nil, windowTimeout, w.ID, windowPolls())
+	_, out, err := s.windowHelper(ctx, id, "close", wid, windowPolls())
 	if err != nil {
 		return false, err
 	}
-	out := strings.TrimSpace(string(res.Stdout))
-	if res.ExitCode != 0 || (out != "closed" && out != "open") {
-		return false, fmt.Errorf("close window %s of %s: exit %d: %s", w.ID, id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	if out != "closed" && out != "open" {
+		return false, fmt.Errorf("close window %s of %s: %w: %.80q", wid, id, errWindowsOutput, out)
 	}
 	return out == "closed", nil
 }
 
 // PlaceWindow moves and resizes a window, in the space of a declared
-// display size. The window manager has the last word (a terminal snaps
-// its size to whole character cells, a window keeps its minimum size): the
-// answer is where the window is afterwards.
+// display size: its client area's top-left corner goes to x, y, and the
+// client area takes the size. The window manager has the last word (a
+// terminal snaps its size to whole character cells, a window keeps its
+// minimum size): the answer is where the window is afterwards.
 func (s *Service) PlaceWindow(ctx context.Context, id, win string, p Placement, display image.Point) (Window, error) {
 	if p.X == nil && p.Y == nil && p.Width == nil && p.Height == nil {
 		return Window{}, fieldError("x", "nothing to change: give x and y, width and height, or all four")
@@ -232,60 +210,15 @@ func (s *Service) PlaceWindow(ctx context.Context, id, win string, p Placement, 
 	if err != nil {
 		return Window{}, err
 	}
-	w, err := s.window(ctx, id, win)
+	wid, err := s.operable(id, win)
 	if err != nil {
 		return Window{}, err
 	}
-	if !target.changes(w) {
-		return inSpace(w, space), nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, windowTimeout)
-	defer cancel()
-	res, err := s.shell(ctx, id, windowPlace, nil, windowTimeout, append([]string{w.ID, windowPolls()}, target.args()...)...)
+	wins, _, err := s.windowHelper(ctx, id, "place", append(append([]string{wid}, target.args()...), windowPolls())...)
 	if err != nil {
 		return Window{}, err
 	}
-	if res.ExitCode != 0 {
-		return Window{}, fmt.Errorf("place window %s of %s: exit %d: %s", w.ID, id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	g, ok := parseGeometry(string(res.Stdout))
-	if !ok {
-		return Window{}, fmt.Errorf("place window %s of %s: unexpected output %.80q", w.ID, id, res.Stdout)
-	}
-	w.X, w.Y, w.Width, w.Height = g[0], g[1], g[2], g[3]
-	return inSpace(w, space), nil
-}
-
-// windowOp runs an operation helper that answers only by its exit status.
-func (s *Service) windowOp(ctx context.Context, id, script, win string) error {
-	ctx, cancel := context.WithTimeout(ctx, windowTimeout)
-	defer cancel()
-	res, err := s.shell(ctx, id, script, nil, windowTimeout, win, windowPolls())
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 {
-		return fmt.Errorf("window %s of %s: exit %d: %s", win, id, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return nil
-}
-
-// windowNow is a window as it is now, in a space.
-func (s *Service) windowNow(ctx context.Context, id, wid string, display image.Point) (Window, error) {
-	wins, err := s.windows(ctx, id)
-	if err != nil {
-		return Window{}, err
-	}
-	i := slices.IndexFunc(wins, func(w Window) bool { return w.ID == wid })
-	if i < 0 {
-		return Window{}, fmt.Errorf("%w: window %s of %s closed meanwhile", desktop.ErrNotFound, wid, id)
-	}
-	w := wins[i]
-	space, err := s.windowSpace(id, display)
-	if err != nil {
-		return Window{}, err
-	}
-	return inSpace(w, space), nil
+	return theWindow(id, wid, wins, space)
 }
 
 func windowPolls() string { return strconv.Itoa(int(windowWait / windowPoll)) }
@@ -310,22 +243,24 @@ func inSpace(w Window, space input.Space) Window {
 	if space == nil {
 		return w
 	}
-	x1, y1 := space.FromNative(w.X, w.Y)
-	x2, y2 := space.FromNative(w.X+w.Width-1, w.Y+w.Height-1)
-	w.X, w.Y, w.Width, w.Height = x1, y1, x2-x1+1, y2-y1+1
+	w.X, w.Y, w.Width, w.Height = rectInSpace(w.X, w.Y, w.Width, w.Height, space)
+	f := w.Frame
+	w.Frame.X, w.Frame.Y, w.Frame.Width, w.Frame.Height = rectInSpace(f.X, f.Y, f.Width, f.Height, space)
 	return w
 }
 
-// nativeTarget is a placement in native pixels; -1 keeps a value (as
-// wmctrl's -e takes it).
+func rectInSpace(x, y, width, height int, space input.Space) (int, int, int, int) {
+	x1, y1 := space.FromNative(x, y)
+	x2, y2 := space.FromNative(x+width-1, y+height-1)
+	return x1, y1, x2 - x1 + 1, y2 - y1 + 1
+}
+
+// nativeTarget is a placement in native pixels; -1 keeps a value (as the
+// helper takes it).
 type nativeTarget struct{ x, y, w, h int }
 
 func (t nativeTarget) args() []string {
 	return []string{strconv.Itoa(t.x), strconv.Itoa(t.y), strconv.Itoa(t.w), strconv.Itoa(t.h)}
-}
-
-func (t nativeTarget) changes(w Window) bool {
-	return (t.x >= 0 && (t.x != w.X || t.y != w.Y)) || (t.w >= 0 && (t.w != w.Width || t.h != w.Height))
 }
 
 // maxWindowEdge bounds a window's size in native pixels: X's limit is
@@ -384,12 +319,17 @@ func WindowID(s string) (string, error) {
 }
 
 // errWindowsOutput is a helper's output that does not parse.
-var errWindowsOutput = errors.New("unexpected output from the window list helper")
+var errWindowsOutput = errors.New("unexpected output from the window helper")
 
-// parseWindows reads windowsScript's output: a line "active N" (decimal,
+// windowFields is the number of fields of a window line: "window", id,
+// workspace, pid, the client area's x, y, width and height, the frame's
+// extents left, right, top and bottom, instance, class and title.
+const windowFields = 15
+
+// parseWindows reads windowsHelper's output: a line "active N" (decimal,
 // 0 for none), then one tab-separated line per window, the title last (it
-// may hold tabs). Lines it does not know are skipped: a title with a
-// newline in it continues on its own line, which is dropped.
+// may hold tabs; the helper turns line breaks into spaces). Lines it does
+// not know are skipped.
 func parseWindows(out string) ([]Window, error) {
 	lines := strings.Split(out, "\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "active ") {
@@ -401,8 +341,8 @@ func parseWindows(out string) ([]Window, error) {
 	}
 	wins := []Window{}
 	for _, line := range lines[1:] {
-		f := strings.SplitN(line, "\t", 10)
-		if len(f) != 10 || f[0] != "window" {
+		f := strings.SplitN(line, "\t", windowFields)
+		if len(f) != windowFields || f[0] != "window" {
 			continue
 		}
 		w, ok := parseWindow(f[1:])
@@ -416,14 +356,14 @@ func parseWindows(out string) ([]Window, error) {
 	return wins, nil
 }
 
-// parseWindow reads id, workspace, pid, x, y, width, height, class and
-// title.
+// parseWindow reads id, workspace, pid, the client area, the frame's
+// extents, instance, class and title.
 func parseWindow(f []string) (Window, bool) {
 	id, err := WindowID(f[0])
 	if err != nil || !strings.HasPrefix(f[0], "0x") {
 		return Window{}, false
 	}
-	var n [6]int
+	var n [10]int
 	for i := range n {
 		v, err := strconv.Atoi(f[1+i])
 		if err != nil {
@@ -431,37 +371,14 @@ func parseWindow(f []string) (Window, bool) {
 		}
 		n[i] = v
 	}
-	if n[4] < 0 || n[5] < 0 {
+	ws, pid, x, y, width, height := n[0], n[1], n[2], n[3], n[4], n[5]
+	left, right, top, bottom := n[6], n[7], n[8], n[9]
+	if width < 0 || height < 0 || min(left, right, top, bottom) < 0 || max(left, right, top, bottom) > maxWindowEdge {
 		return Window{}, false
 	}
-	// wmctrl -x prints WM_CLASS as instance.class; an instance may hold
-	// dots, a class does not.
-	instance, class := "", f[7]
-	if i := strings.LastIndexByte(f[7], '.'); i >= 0 {
-		instance, class = f[7][:i], f[7][i+1:]
-	}
-	if class == "N/A" {
-		instance, class = "", ""
-	}
 	return Window{
-		ID: id, Workspace: n[0], PID: max(n[1], 0), X: n[2], Y: n[3], Width: n[4], Height: n[5],
-		Instance: instance, Class: class, Title: f[8],
+		ID: id, Workspace: ws, PID: max(pid, 0), X: x, Y: y, Width: width, Height: height,
+		Frame:    Rect{X: x - left, Y: y - top, Width: width + left + right, Height: height + top + bottom},
+		Instance: f[11], Class: f[12], Title: f[13],
 	}, true
-}
-
-// parseGeometry reads "X Y WIDTH HEIGHT".
-func parseGeometry(out string) ([4]int, bool) {
-	var g [4]int
-	f := strings.Fields(out)
-	if len(f) != 4 {
-		return g, false
-	}
-	for i := range g {
-		v, err := strconv.Atoi(f[i])
-		if err != nil {
-			return g, false
-		}
-		g[i] = v
-	}
-	return g, true
 }

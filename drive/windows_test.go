@@ -9,15 +9,18 @@ import (
 	"github.com/warmdesk/warmdesk/screenshot"
 )
 
-// listing is windowsScript's output for an xterm (focused, decimal
-// 29360141 = 0x01c0000d), a Chromium window whose title holds a tab, a
-// window without WM_CLASS or _NET_WM_PID, a broken line and the rest of
-// a title that had a newline in it.
+// listing is the window helper's output for an xterm (focused, decimal
+// 29360141 = 0x01c0000d) in openbox's frame (a 1-pixel border, a title bar
+// of 19 rows and a 4-row handle), an undecorated Chromium window whose
+// title holds a tab, a window without WM_CLASS or _NET_WM_PID, a line
+// with a broken workspace, one with negative extents and a line the
+// helper never prints.
 const listing = "active 29360141\n" +
-	"window\t0x01c0000d\t0\t212\t41\t61\t644\t388\txterm.XTerm\troot@warmdesk: ~\n" +
-	"window\t0x02200004\t-1\t305\t0\t28\t1280\t772\tchromium.Chromium\tNew Tab\t- Chromium\n" +
-	"window\t0x02400001\t0\t-1\t-20\t5\t100\t50\tN/A\t\n" +
-	"window\t0x0240000\tx\t1\t2\t3\t4\t5\ta.B\tbroken workspace\n" +
+	"window\t0x01c0000d\t0\t212\t42\t60\t904\t544\t1\t1\t20\t5\txterm\tXTerm\troot@warmdesk: ~\n" +
+	"window\t0x02200004\t-1\t305\t0\t28\t1280\t772\t0\t0\t0\t0\tchromium\tChromium\tNew Tab\t- Chromium\n" +
+	"window\t0x02400001\t0\t0\t-20\t5\t100\t50\t0\t0\t0\t0\t\t\t\n" +
+	"window\t0x0240000\tx\t1\t2\t3\t4\t5\t0\t0\t0\t0\ta\tB\tbroken workspace\n" +
+	"window\t0x02400002\t0\t1\t2\t3\t4\t5\t-1\t0\t0\t0\ta\tB\tnegative extents\n" +
 	"second line of a title\n"
 
 func TestParseWindows(t *testing.T) {
@@ -26,9 +29,11 @@ func TestParseWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Window{
-		{ID: "0x01c0000d", Workspace: 0, PID: 212, X: 41, Y: 61, Width: 644, Height: 388, Instance: "xterm", Class: "XTerm", Title: "root@warmdesk: ~", Focused: true},
-		{ID: "0x02200004", Workspace: -1, PID: 305, X: 0, Y: 28, Width: 1280, Height: 772, Instance: "chromium", Class: "Chromium", Title: "New Tab\t- Chromium"},
-		{ID: "0x02400001", Workspace: 0, PID: 0, X: -20, Y: 5, Width: 100, Height: 50},
+		{ID: "0x01c0000d", Workspace: 0, PID: 212, X: 42, Y: 60, Width: 904, Height: 544, Frame: Rect{41, 40, 906, 569},
+			Instance: "xterm", Class: "XTerm", Title: "root@warmdesk: ~", Focused: true},
+		{ID: "0x02200004", Workspace: -1, PID: 305, X: 0, Y: 28, Width: 1280, Height: 772, Frame: Rect{0, 28, 1280, 772},
+			Instance: "chromium", Class: "Chromium", Title: "New Tab\t- Chromium"},
+		{ID: "0x02400001", Workspace: 0, PID: 0, X: -20, Y: 5, Width: 100, Height: 50, Frame: Rect{-20, 5, 100, 50}},
 	}
 	if len(wins) != len(want) {
 		t.Fatalf("%d windows %+v, want %d", len(wins), wins, len(want))
@@ -41,7 +46,7 @@ func TestParseWindows(t *testing.T) {
 	if wins, err := parseWindows("active 0\n"); err != nil || len(wins) != 0 || wins == nil {
 		t.Errorf("no windows: %v %v (want an empty list, not nil)", wins, err)
 	}
-	for _, bad := range []string{"", "window\t0x1\n", "active x\n", "active -1\n"} {
+	for _, bad := range []string{"", "window\t0x1\n", "active x\n", "active -1\n", "no window\n"} {
 		if _, err := parseWindows(bad); !errors.Is(err, errWindowsOutput) {
 			t.Errorf("%q: %v, want errWindowsOutput", bad, err)
 		}
@@ -50,7 +55,7 @@ func TestParseWindows(t *testing.T) {
 
 func FuzzParseWindows(f *testing.F) {
 	f.Add(listing)
-	f.Add("active 0\nwindow\t0x1\t0\t0\t0\t0\t1\t1\t.\t\n")
+	f.Add("active 0\nwindow\t0x1\t0\t0\t0\t0\t1\t1\t0\t0\t0\t0\t\t\t\n")
 	f.Fuzz(func(t *testing.T, out string) {
 		wins, err := parseWindows(out)
 		if err != nil {
@@ -61,7 +66,9 @@ func FuzzParseWindows(f *testing.F) {
 			if id, err := WindowID(w.ID); err != nil || id != w.ID {
 				t.Fatalf("id %q is not in the list's form", w.ID)
 			}
-			if w.Width < 0 || w.Height < 0 || w.PID < 0 || strings.Contains(w.Title, "\n") {
+			f := w.Frame
+			if w.Width < 0 || w.Height < 0 || w.PID < 0 || strings.Contains(w.Title, "\n") ||
+				f.X > w.X || f.Y > w.Y || f.X+f.Width < w.X+w.Width || f.Y+f.Height < w.Y+w.Height {
 				t.Fatalf("window %+v", w)
 			}
 			if w.Focused {
@@ -133,45 +140,16 @@ func TestNativePlacement(t *testing.T) {
 }
 
 func TestInSpaceMapsCorners(t *testing.T) {
-	w := Window{X: 40, Y: 60, Width: 640, Height: 400}
+	w := Window{X: 40, Y: 60, Width: 640, Height: 400, Frame: Rect{38, 40, 644, 424}}
 	if got := inSpace(w, nil); got != w {
 		t.Errorf("native: %+v", got)
 	}
 	got := inSpace(w, screenshot.ScaleTo(1280, 800, 640, 400))
-	if got.X != 20 || got.Y != 30 || got.Width != 320 || got.Height != 200 {
-		t.Errorf("half size: %+v, want 20,30 320x200", got)
+	if got.X != 20 || got.Y != 30 || got.Width != 320 || got.Height != 200 || got.Frame != (Rect{19, 20, 322, 212}) {
+		t.Errorf("half size: %+v, want 20,30 320x200 in a frame at 19,20 322x212", got)
 	}
 	full := inSpace(Window{Width: 1280, Height: 800}, screenshot.ScaleTo(1280, 800, 1024, 640))
 	if full.X != 0 || full.Y != 0 || full.Width != 1024 || full.Height != 640 {
 		t.Errorf("a window filling the screen fills the space: %+v", full)
-	}
-}
-
-func TestTargetChanges(t *testing.T) {
-	w := Window{X: 10, Y: 20, Width: 300, Height: 200}
-	for _, c := range []struct {
-		t    nativeTarget
-		want bool
-	}{
-		{nativeTarget{10, 20, -1, -1}, false},
-		{nativeTarget{11, 20, -1, -1}, true},
-		{nativeTarget{-1, -1, 300, 200}, false},
-		{nativeTarget{-1, -1, 300, 201}, true},
-		{nativeTarget{10, 20, 300, 200}, false},
-	} {
-		if got := c.t.changes(w); got != c.want {
-			t.Errorf("%+v changes %+v: %v, want %v", c.t, w, got, c.want)
-		}
-	}
-}
-
-func TestParseGeometry(t *testing.T) {
-	if g, ok := parseGeometry("41 61 644 388\n"); !ok || g != [4]int{41, 61, 644, 388} {
-		t.Errorf("%v %v", g, ok)
-	}
-	for _, bad := range []string{"", "1 2 3", "1 2 3 x", "   "} {
-		if _, ok := parseGeometry(bad); ok {
-			t.Errorf("%q parsed", bad)
-		}
 	}
 }

@@ -115,6 +115,7 @@ func apiWindow(w drive.Window) api.Window {
 	return api.Window{
 		ID: w.ID, Title: w.Title, Class: w.Class, Instance: w.Instance, PID: w.PID, Workspace: w.Workspace,
 		X: w.X, Y: w.Y, Width: w.Width, Height: w.Height, Focused: w.Focused,
+		Frame: api.Rect{X: w.Frame.X, Y: w.Frame.Y, Width: w.Frame.Width, Height: w.Frame.Height},
 	}
 }
 

@@ -20,8 +20,10 @@ type Desktop struct {
 	ID      string
 }
 
-// NewDesktop starts it; everything ends with the test.
-func NewDesktop(t testing.TB) *Desktop {
+// NewManager is a Manager on the fake driver, without a pool, with one
+// snapshot "snap" whose desktops run onCreate, and the Guest of its
+// machines; everything ends with the test.
+func NewManager(t testing.TB, onCreate ...string) (*desktop.Manager, *desktoptest.Fake, *Guest) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -31,13 +33,22 @@ func NewDesktop(t testing.TB) *Desktop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
+	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap", onCreate...); err != nil {
 		t.Fatal(err)
 	}
 	lim := desktop.DefaultLimits()
 	lim.PoolSize = 0
 	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
 	t.Cleanup(mgr.Close)
+	return mgr, drv, guest
+}
+
+// NewDesktop starts it; everything ends with the test.
+func NewDesktop(t testing.TB) *Desktop {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	mgr, drv, guest := NewManager(t)
 	d, err := mgr.Create(ctx, desktop.CreateRequest{Snapshot: "snap"})
 	if err != nil {
 		t.Fatal(err)

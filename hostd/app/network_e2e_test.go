@@ -194,6 +194,17 @@ func testNetworkPolicy(t *testing.T, driver string) {
 	if body != "served from the guest\n" {
 		t.Fatalf("port proxy answered %q", body)
 	}
+	// A port where nothing listens, and one a server holds only on the
+	// guest's 127.0.0.1, are a 502 that says so (they were a 500).
+	if res, err := h.c.Exec(ctx, id, api.ExecRequest{Shell: "busybox httpd -p 127.0.0.1:8010 -h /tmp/www && echo started", Timeout: api.Duration(20 * time.Second)}); err != nil || !strings.Contains(res.Stdout, "started") {
+		t.Fatalf("guest httpd on its loopback: %v %+v", err, res)
+	}
+	for _, port := range []string{"8009", "8010"} {
+		_, err := get(h, "/v1/desktops/"+id+"/ports/"+port+"/")
+		if err == nil || !strings.HasPrefix(err.Error(), "502 ") || !strings.Contains(err.Error(), "nothing listens on port "+port) {
+			t.Errorf("port proxy to port %s of the guest: %v, want a 502 saying nothing listens there", port, err)
+		}
+	}
 
 	// A live change applies to the next connection, and survives a restart
 	// of hostd (the desktop keeps running; the new hostd reattaches).
@@ -217,6 +228,30 @@ func testNetworkPolicy(t *testing.T, driver string) {
 	if out := fetch(t, h, id, "http://host:"+strconv.Itoa(app2)+"/"); !strings.Contains(out, blocked(app2)) {
 		t.Fatalf("after a restart another host port was reachable:\n%s", out)
 	}
+
+	// The guest's own loopback sent out of its NIC by root is refused
+	// whatever the policy: an event, and an answer that ends the connect
+	// at once (the stack dropped it unseen: no event, a hanging connect).
+	// An entry for it can never match, and is refused.
+	var ce *client.Error
+	if err := h.c.Do(ctx, http.MethodPut, "/v1/desktops/"+id+"/network", netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"127.0.0.0/8"}}, nil); !errors.As(err, &ce) || ce.Status != 400 || !strings.Contains(ce.Message, "host:PORT") {
+		t.Errorf("an allow entry for 127.0.0.0/8: %v, want a 400 pointing to host:PORT", err)
+	}
+	setPolicy(t, h, id, netpolicy.Policy{Mode: netpolicy.Open})
+	events2, stop2 := h.a.Manager.Subscribe()
+	defer stop2()
+	reroute := "ip route del local 127.0.0.0/8 dev lo table local && for f in /proc/sys/net/ipv4/conf/*/route_localnet; do echo 1 > $f; done && " +
+		"ip route add 127.0.0.0/8 via 10.0.2.2 && echo rerouted"
+	if res, err := h.c.Exec(ctx, id, api.ExecRequest{Shell: reroute, Timeout: api.Duration(20 * time.Second)}); err != nil || !strings.Contains(res.Stdout, "rerouted") {
+		t.Fatalf("reroute the guest's loopback: %v %+v", err, res)
+	}
+	start := time.Now()
+	out := fetch(t, h, id, "http://127.0.0.2:8009/")
+	t.Logf("curl of 127.0.0.2:8009 out of the NIC, after %s: %s", time.Since(start).Round(time.Millisecond), out)
+	if !strings.Contains(out, "curl=7") {
+		t.Errorf("a connection to 127.0.0.2 out of the NIC: %s, want it refused at once (curl exit 7)", out)
+	}
+	waitEvents(t, events2, id, "refused 127.0.0.2:8009: 127.0.0.0/8 is the guest's own loopback")
 	if err := h.c.DeleteDesktop(ctx, id); err != nil {
 		t.Fatal(err)
 	}

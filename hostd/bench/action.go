@@ -98,7 +98,7 @@ func (e *env) actionSuite(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("recording: %w", err)
 	}
-	if err := e.windowsAndTree(ctx, svc, d.ID); err != nil {
+	if err := e.accessibilityWalk(ctx, svc); err != nil {
 		return err
 	}
 	if err := e.clickTypeSuite(ctx, srv.URL, token); err != nil {

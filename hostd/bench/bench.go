@@ -29,7 +29,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
+var Suites = []string{"create", "screenshot", "action", "windows", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
 
 // Options configure a run.
 type Options struct {
@@ -232,6 +232,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.screenshotSuite(ctx)
 		case "action":
 			err = e.actionSuite(ctx)
+		case "windows":
+			err = e.windowsSuite(ctx)
 		case "density":
 			err = e.densitySuite(ctx)
 		case "fork":

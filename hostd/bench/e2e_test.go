@@ -40,7 +40,7 @@ func TestSmokeEverySuite(t *testing.T) {
 	for _, key := range []string{
 		"create_pool_p50_ms", "reset_p50_ms", "reset_over_create_ratio", "create_nopool_p50_ms", "create_fullrestore_p50_ms", "coldboot_p50_ms",
 		"shot_cached_p50_ms", "shot_changed_png_p50_ms", "shot_jpeg_p50_ms", "screendump_p50_ms",
-		"action_http_p50_ms", "action_ws_p50_ms", "action_server_p50_ms", "batch_overhead_p50_ms", "windows_list_p50_ms",
+		"action_http_p50_ms", "action_ws_p50_ms", "action_server_p50_ms", "batch_overhead_p50_ms", "windows_list_p50_ms", "windows_move_p50_ms", "windows_focus_p50_ms",
 		"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "pss_cow_guest_shared_mb", "pss_cow_anon_mb", "pss_cow_files_mb", "fork1_total_ms", "fork2_total_ms",
 		"net_create_none_p50_ms", "net_create_allow_p50_ms", "net_http_direct_p50_ms", "net_http_egress_p50_ms",
 		"net_throughput_mb_s", "net_guest_fetch_p50_ms",

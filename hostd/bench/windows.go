@@ -10,26 +10,66 @@ import (
 	"github.com/warmdesk/warmdesk/drive"
 )
 
-// windowSamples is the number of window lists and accessibility walks
-// timed.
-const windowSamples = 10
+// windowSamples is the number of window lists, moves and focuses, and of
+// accessibility walks, timed.
+const windowSamples = 20
 
-// windowsAndTree times the drive service's window list on the run's
-// desktop, and a walk of the accessibility tree (the active window, nodes
-// showing on the screen, default limits) on a browser desktop: each is
-// one or two guest execs, so these are what an agent waits for.
-func (e *env) windowsAndTree(ctx context.Context, svc *drive.Service, id string) error {
-	var list Dist
+// windowsSuite times the window API through the drive service on a desktop
+// of the run's snapshot (one xterm on minimal): what an agent waits for
+// when it lists the windows at every step, moves one or focuses one.
+//
+//   - windows_list: the list;
+//   - windows_move: a move of the first window, between two corners;
+//   - windows_focus: focusing it.
+func (e *env) windowsSuite(ctx context.Context) error {
+	d, _, _, err := e.liveDesktop(ctx)
+	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
+	if err != nil {
+		return err
+	}
+	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
+	var list, move, focus Dist
+	var wins []drive.Window
 	for range windowSamples {
 		start := time.Now()
-		if _, err := svc.Windows(ctx, id, image.Point{}); err != nil {
+		if wins, err = svc.Windows(ctx, d.ID, image.Point{}); err != nil {
 			return fmt.Errorf("windows: %w", err)
 		}
 		list.Add(time.Since(start))
 	}
+	if len(wins) == 0 {
+		return fmt.Errorf("windows: the desktop of %s lists no window to move", e.snap.Name)
+	}
 	e.res.dist("windows_list", &list)
 	e.progress("  window list: p50 %s", list.Percentile(50))
+	id := wins[0].ID
+	for i := range windowSamples {
+		x, y := 100+(i%2)*200, 80+(i%2)*100
+		start := time.Now()
+		w, err := svc.PlaceWindow(ctx, d.ID, id, drive.Placement{X: &x, Y: &y}, image.Point{})
+		if err != nil {
+			return fmt.Errorf("move: %w", err)
+		}
+		move.Add(time.Since(start))
+		if w.X != x || w.Y != y {
+			e.res.note(fmt.Sprintf("windows_move: asked for %d,%d, the window went to %d,%d", x, y, w.X, w.Y))
+		}
+		start = time.Now()
+		if _, err := svc.FocusWindow(ctx, d.ID, id, image.Point{}); err != nil {
+			return fmt.Errorf("focus: %w", err)
+		}
+		focus.Add(time.Since(start))
+	}
+	e.res.dist("windows_move", &move)
+	e.res.dist("windows_focus", &focus)
+	e.progress("  window move: p50 %s, focus: p50 %s", move.Percentile(50), focus.Percentile(50))
+	return nil
+}
 
+// accessibilityWalk times a walk of the accessibility tree (the active
+// window, nodes showing on the screen, default limits) on a browser
+// desktop: one guest exec of python3.
+func (e *env) accessibilityWalk(ctx context.Context, svc *drive.Service) error {
 	snap, ok, err := e.browserSnapshot("accessibility_walk_p50_ms")
 	if !ok || err != nil {
 		if err == nil {
@@ -44,7 +84,7 @@ func (e *env) windowsAndTree(ctx context.Context, svc *drive.Service, id string)
 	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
 	var walk Dist
 	nodes := 0
-	for range windowSamples {
+	for range windowSamples / 2 {
 		start := time.Now()
 		tree, err := svc.Accessibility(ctx, d.ID, drive.AXOptions{})
 		if err != nil {

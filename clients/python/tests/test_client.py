@@ -102,8 +102,12 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(len(wins), 1)
         win = wins[0]
         self.assertTrue(win.id.startswith("0x"))
+        fx, fy, fw, fh = win.frame
+        self.assertTrue(fx <= win.x and fy <= win.y and fx + fw >= win.x + win.width and fy + fh >= win.y + win.height, win)
         moved = self.desk.move_window(win.id, 100, 80)
         self.assertEqual((moved.id, moved.x, moved.y), (win.id, 100, 80))
+        # The frame moves with the client area.
+        self.assertEqual((moved.frame[0] - moved.x, moved.frame[1] - moved.y), (fx - win.x, fy - win.y))
         # A window may keep whole character cells: at most what was asked.
         sized = self.desk.resize_window(win.id, 400, 300)
         self.assertTrue(380 <= sized.width <= 400 and 280 <= sized.height <= 300, sized)

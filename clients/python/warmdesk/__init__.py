@@ -52,8 +52,11 @@ class ExecResult:
 
 @dataclass
 class Window:
-    """A top-level window. Geometry is the content area (inside the window
-    manager's frame), in native pixels or the display the call declared."""
+    """A top-level window. x, y, width and height are its client area (the
+    application's own pixels, inside the window manager's border and title
+    bar), which move_window and resize_window place; frame is the whole
+    window as the screen shows it, decorations included, as (x, y, width,
+    height). Both in native pixels or the display the call declared."""
 
     id: str
     title: str
@@ -66,12 +69,15 @@ class Window:
     width: int
     height: int
     focused: bool
+    frame: Tuple[int, int, int, int]
 
     @staticmethod
     def _of(d: Mapping[str, Any]) -> "Window":
+        f = d.get("frame") or {"x": d["x"], "y": d["y"], "width": d["width"], "height": d["height"]}
         return Window(id=d["id"], title=d.get("title", ""), class_=d.get("class", ""), instance=d.get("instance", ""),
                       pid=d.get("pid", 0), workspace=d.get("workspace", 0), x=d["x"], y=d["y"],
-                      width=d["width"], height=d["height"], focused=d.get("focused", False))
+                      width=d["width"], height=d["height"], focused=d.get("focused", False),
+                      frame=(f["x"], f["y"], f["width"], f["height"]))
 
 
 @dataclass
