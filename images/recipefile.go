@@ -279,14 +279,16 @@ const syntaxBudget = 8 << 20
 // comes after still parse, and no prefix that holds it does: the mistake
 // is on the line after the longest prefix of whole lines that parses.
 func syntaxLine(data []byte) int {
-	var ends []int // ends[k]: the length of the first k+1 lines
+	// ends[k]: the length of the first k+1 lines; a line ends as YAML
+	// counts lines in a recipe's usual breaks (\n, \r\n, or \r).
+	var ends []int
 	for i, c := range data {
-		if c == '\n' {
+		if c == '\n' || c == '\r' && (i+1 == len(data) || data[i+1] != '\n') {
 			ends = append(ends, i+1)
 		}
 	}
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		ends = append(ends, len(data))
+	if n := len(data); n > 0 && (len(ends) == 0 || ends[len(ends)-1] != n) {
+		ends = append(ends, n)
 	}
 	spent := 0
 	for k := len(ends) - 1; k > 0; k-- {

@@ -1,7 +1,6 @@
 package images
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -237,6 +236,8 @@ func TestRecipeSyntaxErrorLine(t *testing.T) {
 		{"no comment, last line", "name: a\nfrom: minimal\ncpus: 1\nmemory_mib: 512\ndisk_mib: 4096\n- x", 6},
 		{"first line", "name: a: b\nfrom: minimal\n", 1},
 		{"a key after a list", "- a\nname: b\n", 2},
+		{"CR line ends", strings.ReplaceAll(top, "\n", "\r") + "packages: [a]\r- b\r", 6},
+		{"CRLF line ends", strings.ReplaceAll(top, "\n", "\r\n") + "packages: [a]\r\n- b\r\n", 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := LoadRecipe(writeRecipe(t, map[string]string{"r.yaml": tc.recipe}, "r.yaml"))
@@ -303,8 +304,8 @@ func FuzzDecodeRecipe(f *testing.F) {
 			if !errors.As(err, &re) {
 				t.Fatalf("error %v is not a RecipeError", err)
 			}
-			// The line named is one of the file's.
-			if lines := bytes.Count(data, []byte("\n")) + 1; re.Line < 0 || re.Line > lines {
+			// The line named is one of the file's, as YAML counts them.
+			if lines := yamlLines(data); re.Line < 0 || re.Line > lines {
 				t.Fatalf("error %v names line %d of %d", err, re.Line, lines)
 			}
 			return
@@ -316,6 +317,17 @@ func FuzzDecodeRecipe(f *testing.F) {
 			}
 		}
 	})
+}
+
+// yamlLines counts a file's lines as the YAML library does: its line
+// breaks are \n, \r\n, \r, NEL, LS and PS.
+func yamlLines(data []byte) int {
+	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	n := 1
+	for _, br := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
+		n += strings.Count(s, br)
+	}
+	return n
 }
 
 func TestUnknownPackageLine(t *testing.T) {
