@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -320,9 +321,22 @@ func FuzzDecodeRecipe(f *testing.F) {
 }
 
 // yamlLines counts a file's lines as the YAML library does: its line
-// breaks are \n, \r\n, \r, NEL, LS and PS.
+// breaks are \n, \r\n, \r, NEL, LS and PS, in UTF-8 or, after a byte
+// order mark, UTF-16.
 func yamlLines(data []byte) int {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	text := string(data)
+	if len(data) >= 2 && (data[0] == 0xff && data[1] == 0xfe || data[0] == 0xfe && data[1] == 0xff) {
+		units := make([]uint16, 0, len(data)/2)
+		for i := 2; i+1 < len(data); i += 2 {
+			if data[0] == 0xff {
+				units = append(units, uint16(data[i])|uint16(data[i+1])<<8)
+			} else {
+				units = append(units, uint16(data[i])<<8|uint16(data[i+1]))
+			}
+		}
+		text = string(utf16.Decode(units))
+	}
+	s := strings.ReplaceAll(text, "\r\n", "\n")
 	n := 1
 	for _, br := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
 		n += strings.Count(s, br)
