@@ -29,7 +29,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "windows", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
+var Suites = []string{"create", "screenshot", "action", "windows", "trials", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
 
 // Options configure a run.
 type Options struct {
@@ -62,7 +62,10 @@ type Options struct {
 	SnapshotsDir string
 	// ForkSizes are the fork suite's copy counts (default 1, 3, 10).
 	ForkSizes []int
-	Log       *slog.Logger
+	// Trials is how many times the trials suite runs each trial
+	// (default DefaultTrials).
+	Trials int
+	Log    *slog.Logger
 	// Progress receives a line per step.
 	Progress io.Writer
 }
@@ -234,6 +237,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.actionSuite(ctx)
 		case "windows":
 			err = e.windowsSuite(ctx)
+		case "trials":
+			err = e.trialsSuite(ctx)
 		case "density":
 			err = e.densitySuite(ctx)
 		case "fork":

@@ -23,6 +23,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.N, "n", 20, "samples per create method")
 	fs.IntVar(&o.ColdN, "cold-n", 2, "cold boots (each about a minute under TCG)")
 	fs.IntVar(&o.K, "k", 10, "idle desktops for the density suite")
+	fs.IntVar(&o.Trials, "trials", bench.DefaultTrials, "times the trials suite runs each trial (input landing where it was aimed)")
 	fs.IntVar(&o.BudgetMiB, "budget-mib", 0, "host memory budget for 'most desktops that fit' (default: all host memory)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "libvirtd for the libvirt comparisons")
 	asJSON := fs.Bool("json", false, "print one JSON object with stable keys")
@@ -31,8 +32,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	o.Suites = strings.Split(*suites, ",")
-	if o.N < 1 || o.ColdN < 0 || o.K < 1 {
-		return usagef("-n and -k must be at least 1, -cold-n at least 0")
+	if o.N < 1 || o.ColdN < 0 || o.K < 1 || o.Trials < 1 {
+		return usagef("-n, -k and -trials must be at least 1, -cold-n at least 0")
 	}
 	if o.BudgetMiB == 0 {
 		o.BudgetMiB = bench.HostMemoryMiB()
