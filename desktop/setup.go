@@ -1,8 +1,15 @@
+// Setting up a guest after a restore: its clock and identity (hostname,
+// machine-id) set through the guest agent, then its snapshot's on_create
+// commands.
+
 package desktop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -73,4 +80,202 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
+}
+
+// machineUp starts watching a live machine and tells the observer. A fresh
+// clone also gets its own clock and identity, in the background so the
+// create returns as soon as the screen is back. When the desktop asked for
+// a clock (start), the guest's clock is set to it and the returned channel
+// says how that went, so the caller can wait for it; it is nil otherwise.
+func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *time.Time) <-chan clockSet {
+	d := e.snapshot()
+	if m.obs != nil {
+		m.obs.MachineUp(d.ID, mach)
+	}
+	go m.watch(e, mach)
+	// The channel of this machine: a wake while this one's setup runs
+	// makes a new one, which only the woken machine's goroutine closes.
+	e.mu.Lock()
+	ready := e.guestReady
+	e.mu.Unlock()
+	if !personalize {
+		closeReady(e, ready)
+		return nil
+	}
+	return m.setUpGuest(e, mach, start, ready)
+}
+
+// setUpGuest sets a fresh machine's guest clock and identity in the
+// background, then runs its on_create commands, and closes ready when
+// done. The record's GuestPending is cleared once clock and identity are
+// set, so a restart before then sets them again.
+func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready chan struct{}) <-chan clockSet {
+	d := e.snapshot()
+	var set chan clockSet
+	if start != nil {
+		set = make(chan clockSet, 1)
+	}
+	e.mu.Lock()
+	e.settingFor = mach
+	e.mu.Unlock()
+	go func() {
+		defer closeReady(e, ready)
+		defer func() {
+			e.mu.Lock()
+			if e.settingFor == mach {
+				e.settingFor = nil
+			}
+			e.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(m.base, time.Minute)
+		defer cancel()
+		hostNow := m.now()
+		guestNow := hostNow.Add(d.ClockOffset)
+		if start != nil {
+			guestNow = *start
+		}
+		err := SetTime(ctx, mach.Agent(), guestNow)
+		if set != nil {
+			set <- clockSet{offset: guestNow.Sub(hostNow), err: err}
+		}
+		if err == nil {
+			err = SetIdentity(ctx, mach.Agent(), d.ID, machineID(d.ID))
+		}
+		if err != nil {
+			// Deleted or hibernated meanwhile: nothing to report. The agent's
+			// connection may close before the process is seen to exit.
+			e.mu.Lock()
+			ending := e.expectExit
+			e.mu.Unlock()
+			select {
+			case <-mach.Exited():
+			default:
+				if !ending {
+					m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+					if cmds := takeOnCreate(e); len(cmds) > 0 {
+						m.runSetup(m.base, e, mach, cmds, err)
+					}
+				}
+			}
+			return
+		}
+		m.guestSetUp(e, mach)
+		if cmds := takeOnCreate(e); len(cmds) > 0 {
+			m.runSetup(m.base, e, mach, cmds, nil)
+		}
+	}()
+	return set
+}
+
+// guestSetUp records that mach's guest has its own clock and identity.
+func (m *Manager) guestSetUp(e *entry, mach Machine) {
+	e.mu.Lock()
+	if e.m != mach || !e.d.GuestPending || e.d.State == StateDeleted || e.d.State == StateStopping {
+		e.mu.Unlock()
+		return
+	}
+	e.d.GuestPending = false
+	d := e.d
+	e.mu.Unlock()
+	if err := m.putBeside(e, d); err != nil {
+		m.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
+	}
+}
+
+// putBeside writes d, a copy of e's desktop taken by work that runs
+// beside the desktop's operations (its guest's set-up, its on_create
+// commands). An operation's own record written just before would be
+// undone by it (a pause, or a delete bringing the record back), so the
+// record is checked against the desktop afterwards and written again (or
+// deleted) if they differ. The entry's lock is not held across the write:
+// a fleet's store may take a while.
+func (m *Manager) putBeside(e *entry, d Desktop) error {
+	if err := m.store.PutDesktop(d); err != nil {
+		return err
+	}
+	now := e.snapshot()
+	switch {
+	case now.State == StateDeleted:
+		return m.store.DeleteDesktop(now.ID)
+	case !reflect.DeepEqual(now, d):
+		return m.store.PutDesktop(now)
+	}
+	return nil
+}
+
+// finishGuestSetUp sets the clock and identity of a resumed desktop whose
+// guest never got them (a pause or a restart of hostd cut that short).
+// Callers that wait for its guest wait for that too.
+func (m *Manager) finishGuestSetUp(e *entry) {
+	e.mu.Lock()
+	mach := e.m
+	if !e.d.GuestPending || mach == nil || e.settingFor == mach || e.d.State != StateRunning {
+		e.mu.Unlock()
+		return
+	}
+	e.settingFor = mach // in this critical section: two resumes start one
+	e.guestReady = make(chan struct{})
+	ready := e.guestReady
+	e.mu.Unlock()
+	m.setUpGuest(e, mach, nil, ready)
+}
+
+// clockSet is how setting a guest's asked-for clock went: the offset of
+// the guest's clock from the host's it makes.
+type clockSet struct {
+	offset time.Duration
+	err    error
+}
+
+// waitClock waits for the guest's clock to be set to the time a create or
+// reset asked for, and records the offset it makes (a wake keeps it).
+// Nothing to wait for (set is nil) is success.
+func (m *Manager) waitClock(ctx context.Context, e *entry, set <-chan clockSet) error {
+	if set == nil {
+		return nil
+	}
+	var r clockSet
+	select {
+	case r = <-set:
+	case <-ctx.Done():
+		return fmt.Errorf("set the guest's clock: %w", ctx.Err())
+	}
+	if r.err != nil {
+		return r.err
+	}
+	e.mu.Lock()
+	e.d.ClockOffset = r.offset
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		return fmt.Errorf("record the guest's clock: %w", err)
+	}
+	return nil
+}
+
+// takeOnCreate returns a new desktop's on_create commands once: a wake
+// sets the clock again but does not run them again.
+func takeOnCreate(e *entry) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cmds := e.onCreate
+	e.onCreate = nil
+	return cmds
+}
+
+// closeReady closes a guestReady channel of e once.
+func closeReady(e *entry, ready chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+}
+
+// machineID derives a machine-id (32 hex digits) from the desktop id.
+func machineID(id string) string {
+	sum := sha256.Sum256([]byte("warmdesk machine-id " + id))
+	return hex.EncodeToString(sum[:16])
 }
