@@ -1,5 +1,5 @@
-// A fork of a desktop with volumes: each copy gets a branch of every read-
-// write volume, frozen at the fork.
+// A fork of a desktop with volumes: each copy gets a branch of every
+// read-write volume, frozen at the fork.
 
 package desktop
 
