@@ -6,8 +6,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"golang.org/x/sys/unix"
@@ -15,9 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
@@ -28,6 +24,7 @@ import (
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/images"
+	"github.com/warmdesk/warmdesk/internal/tokenfile"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/recording"
 	"github.com/warmdesk/warmdesk/screenshot"
@@ -70,7 +67,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	a := &App{cfg: cfg, log: log}
 	var err error
-	if a.Token, a.NewToken, err = loadOrMakeToken(cfg.TokenFile()); err != nil {
+	if a.Token, a.NewToken, err = tokenfile.Load(cfg.TokenFile()); err != nil {
 		return nil, err
 	}
 	if cfg.Cluster.Name != "" {
@@ -209,7 +206,7 @@ func (a *App) tokenRotation() func() (string, error) {
 	if a.fleet != nil {
 		return func() (string, error) { return a.fleet.rotateToken(a.cfg.TokenFile()) }
 	}
-	return func() (string, error) { return RotateToken(a.cfg.TokenFile()) }
+	return func() (string, error) { return tokenfile.Rotate(a.cfg.TokenFile()) }
 }
 
 // fleetHostName is this host's name in its fleet; "" on a single host.
@@ -301,7 +298,7 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	addr := ln.Addr().String()
 	// Written whole: a client polling for the file must never read it empty.
-	if err := writeFileWhole(a.cfg.AddressFile(), []byte(addr+"\n")); err != nil {
+	if err := tokenfile.WriteWhole(a.cfg.AddressFile(), []byte(addr+"\n")); err != nil {
 		ln.Close()
 		return fmt.Errorf("write address: %w", err)
 	}
@@ -363,39 +360,6 @@ func (a *App) hibernateAll(ctx context.Context) {
 	}
 }
 
-// loadOrMakeToken reads the API token, or makes one on first start.
-func loadOrMakeToken(path string) (tok string, made bool, err error) {
-	data, err := os.ReadFile(path)
-	if err == nil {
-		if tok = strings.TrimSpace(string(data)); tok != "" {
-			return tok, false, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", false, fmt.Errorf("read token: %w", err)
-	}
-	if tok, err = RotateToken(path); err != nil {
-		return "", false, err
-	}
-	return tok, true, nil
-}
-
-// RotateToken makes a new API token and keeps it in path, replacing the
-// file whole (a reader never sees half a token).
-func RotateToken(path string) (string, error) {
-	tok := newToken()
-	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
-		return "", fmt.Errorf("write token: %w", err)
-	}
-	return tok, nil
-}
-
-// newToken makes a daemon token.
-func newToken() string {
-	b := make([]byte, 24)
-	rand.Read(b)
-	return "wd_" + hex.EncodeToString(b)
-}
-
 // imageViews lists the cache's images as the API shows them.
 func imageViews(cacheDir string) ([]api.GuestImage, error) {
 	all, err := images.List(cacheDir)
@@ -431,28 +395,6 @@ func added(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-// writeFileWhole replaces path (mode 0600) so that a reader sees either
-// the old content or all of the new, never a part.
-// Each writer has a temporary file of its own, so two at once (token
-// rotations) cannot rename each other's half-written file.
-func writeFileWhole(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // freeBytes is the space an unprivileged writer may still use on the

@@ -21,6 +21,7 @@ import (
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
 	"github.com/warmdesk/warmdesk/internal/fanout"
+	"github.com/warmdesk/warmdesk/internal/tokenfile"
 	"github.com/warmdesk/warmdesk/web"
 )
 
@@ -285,7 +286,7 @@ func (a *App) adoptFleetToken(ctx context.Context) error {
 	if shared == a.Token {
 		return nil
 	}
-	if err := writeFileWhole(a.cfg.TokenFile(), []byte(shared+"\n")); err != nil {
+	if err := tokenfile.WriteWhole(a.cfg.TokenFile(), []byte(shared+"\n")); err != nil {
 		return fmt.Errorf("keep the fleet's token: %w", err)
 	}
 	a.Token, a.NewToken = shared, false
@@ -310,7 +311,7 @@ func (f *fleetHost) setFleetToken(tok string) {
 // it when this returns, and the token file is written at once too, for
 // the caller to read.
 func (f *fleetHost) rotateToken(path string) (string, error) {
-	tok, old := newToken(), f.fleetToken()
+	tok, old := tokenfile.New(), f.fleetToken()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := fleet.SetSharedToken(ctx, f.client, f.prefix, old, tok); err != nil {
@@ -333,7 +334,7 @@ func (f *fleetHost) keepToken(path, from, tok string) {
 		return
 	}
 	f.token = tok
-	if err := writeFileWhole(path, []byte(tok+"\n")); err != nil {
+	if err := tokenfile.WriteWhole(path, []byte(tok+"\n")); err != nil {
 		f.log.Error("keep the fleet's rotated token in this host's token file: the CLI here needs it by hand", "err", err)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/warmdesk/warmdesk/hostd/app"
 	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/internal/tokenfile"
 )
 
 func cmdToken(ctx context.Context, e *env, args []string) error {
@@ -37,7 +37,7 @@ func tokenRotate(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("rotate through the daemon: %w", err)
 		}
 	}
-	if _, err := app.RotateToken(paths.TokenFile()); err != nil {
+	if _, err := tokenfile.Rotate(paths.TokenFile()); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "no daemon runs: the new token is in %s, for its next start\n", paths.TokenFile())

@@ -1,4 +1,4 @@
-package app_test
+package tokenfile_test
 
 import (
 	"os"
@@ -6,18 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warmdesk/warmdesk/hostd/app"
+	"github.com/warmdesk/warmdesk/internal/tokenfile"
 )
 
 // A rotation replaces the token file whole with a new token only its
 // owner reads.
 func TestRotateTokenReplacesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
-	first, err := app.RotateToken(path)
+	first, err := tokenfile.Rotate(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := app.RotateToken(path)
+	second, err := tokenfile.Rotate(path)
 	if err != nil {
 		t.Fatal(err)
 	}
