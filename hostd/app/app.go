@@ -145,7 +145,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		EnsureSnapshot: a.fleetEnsure(),
 		HostName:       a.fleetHostName(),
 		RotateToken:    a.tokenRotation(),
-		Images:         func() ([]api.GuestImage, error) { return imageViews(cfg.CacheDir) },
+		Images:         web.ImagesIn(cfg.CacheDir),
 		E2B: func(daemonToken func() string) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
@@ -358,43 +358,6 @@ func (a *App) hibernateAll(ctx context.Context) {
 			a.log.Info("hibernated", "desktop", d.ID)
 		}
 	}
-}
-
-// imageViews lists the cache's images as the API shows them.
-func imageViews(cacheDir string) ([]api.GuestImage, error) {
-	all, err := images.List(cacheDir)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.GuestImage, 0, len(all))
-	for _, im := range all {
-		v := api.GuestImage{
-			Name: im.Name, Flavor: im.Flavor, Hash: im.Hash, Screen: api.Screen{Width: im.Width, Height: im.Height},
-			Source: im.Recipe.Source, DiskBytes: im.DiskBytes, CreatedAt: im.CreatedAt, BuildSeconds: im.BuildSeconds,
-		}
-		if im.Recipe.Source != "" {
-			base, err := images.NewRecipe(im.Flavor, im.Width, im.Height)
-			if err == nil {
-				v.Packages = added(base.AptPackages, im.Recipe.AptPackages)
-			}
-		}
-		for _, a := range im.Recipe.Apps {
-			v.Apps = append(v.Apps, a.Name)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// added lists what b has that a has not.
-func added(a, b []string) []string {
-	var out []string
-	for _, s := range b {
-		if !slices.Contains(a, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // freeBytes is the space an unprivileged writer may still use on the
