@@ -5,6 +5,8 @@ package desktop
 
 import (
 	"fmt"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -27,50 +29,76 @@ func DefaultLimits() Limits {
 	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2, MinFreeMiB: 2048}
 }
 
+// capacity admits creates, forks, wakes and resets under the host's caps
+// and free-space reserve. Its mutex is taken before the Manager's (see the
+// lock order in manager.go): a reservation counts the desktops holding
+// resources through holding, which takes m.mu and each entry's lock.
+type capacity struct {
+	limits Limits
+	// freeSpace is Config.FreeSpace.
+	freeSpace func() (uint64, error)
+	// holding counts the desktops that hold resources now, and their
+	// guest memory.
+	holding func() (count, memMiB int)
+
+	mu          sync.Mutex
+	pending     int // creates in flight
+	reservedMiB int // memory MiB of creates in flight
+}
+
+// FreeSpaceOf reports the space an unprivileged writer may still use on
+// the filesystem that holds dir, for Config.FreeSpace.
+func FreeSpaceOf(dir string) func() (uint64, error) {
+	return func() (uint64, error) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			return 0, fmt.Errorf("statfs %s: %w", dir, err)
+		}
+		return st.Bavail * uint64(st.Bsize), nil
+	}
+}
+
 // checkSpace refuses an action that writes desktop or snapshot files when
 // the state directory's disk is below the free-space reserve.
-func (m *Manager) checkSpace(action string) error {
-	if m.freeSpace == nil || m.limits.MinFreeMiB <= 0 {
+func (c *capacity) checkSpace(action string) error {
+	if c.freeSpace == nil || c.limits.MinFreeMiB <= 0 {
 		return nil
 	}
-	free, err := m.freeSpace()
+	free, err := c.freeSpace()
 	if err != nil {
 		return fmt.Errorf("%s: free space: %w", action, err)
 	}
-	if free < uint64(m.limits.MinFreeMiB)<<20 {
-		return fmt.Errorf("%w: %s: %d MiB are free on the state directory's disk, below the reserve of %d MiB; delete desktops or snapshots, or lower --min-free-mib", ErrNoSpace, action, free>>20, m.limits.MinFreeMiB)
+	if free < uint64(c.limits.MinFreeMiB)<<20 {
+		return fmt.Errorf("%w: %s: %d MiB are free on the state directory's disk, below the reserve of %d MiB; delete desktops or snapshots, or lower --min-free-mib", ErrNoSpace, action, free>>20, c.limits.MinFreeMiB)
 	}
 	return nil
 }
 
 // reserve claims room for n desktops of memMiB each under the host caps.
-func (m *Manager) reserve(n, memMiB int) (release func(), err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	count, mem := m.pending, m.reserved
-	for _, e := range m.desktops {
-		d := e.snapshot()
-		if d.State.Holds() {
-			count++
-			mem += d.Resources.MemoryMiB
-		}
+// c.mu is held across the count, so two reservations cannot both take the
+// last room.
+func (c *capacity) reserve(n, memMiB int) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	count, mem := c.holding()
+	count += c.pending
+	mem += c.reservedMiB
+	if count+n > c.limits.MaxDesktops {
+		return nil, fmt.Errorf("%w: %d desktops hold resources and the host cap is %d; delete or hibernate some, or raise --max-desktops", ErrCapacity, count, c.limits.MaxDesktops)
 	}
-	if count+n > m.limits.MaxDesktops {
-		return nil, fmt.Errorf("%w: %d desktops hold resources and the host cap is %d; delete or hibernate some, or raise --max-desktops", ErrCapacity, count, m.limits.MaxDesktops)
+	if mem+n*memMiB > c.limits.MaxMemoryMiB {
+		return nil, fmt.Errorf("%w: desktops hold %d MiB of guest memory, %d more would pass the host cap of %d MiB; delete or hibernate some, or raise --max-memory", ErrCapacity, mem, n*memMiB, c.limits.MaxMemoryMiB)
 	}
-	if mem+n*memMiB > m.limits.MaxMemoryMiB {
-		return nil, fmt.Errorf("%w: desktops hold %d MiB of guest memory, %d more would pass the host cap of %d MiB; delete or hibernate some, or raise --max-memory", ErrCapacity, mem, n*memMiB, m.limits.MaxMemoryMiB)
-	}
-	m.pending += n
-	m.reserved += n * memMiB
+	c.pending += n
+	c.reservedMiB += n * memMiB
 	released := false
 	return func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		if !released {
 			released = true
-			m.pending -= n
-			m.reserved -= n * memMiB
+			c.pending -= n
+			c.reservedMiB -= n * memMiB
 		}
 	}, nil
 }
@@ -78,16 +106,31 @@ func (m *Manager) reserve(n, memMiB int) (release func(), err error) {
 // reserveComeback reserves room for a desktop that holds nothing now
 // (hibernated, failed) and is about to run again, as a create would; one
 // that holds its room already needs nothing more.
-func (m *Manager) reserveComeback(d Desktop, action string) (release func(), err error) {
+func (c *capacity) reserveComeback(d Desktop, action string) (release func(), err error) {
 	if d.State.Holds() {
 		return func() {}, nil
 	}
-	if err := m.checkSpace(action); err != nil {
+	if err := c.checkSpace(action); err != nil {
 		return nil, err
 	}
-	release, err = m.reserve(1, d.Resources.MemoryMiB)
+	release, err = c.reserve(1, d.Resources.MemoryMiB)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", action, d.ID, err)
 	}
 	return release, nil
+}
+
+// holding counts the desktops that hold resources (creating, running,
+// paused) and their guest memory, for capacity.
+func (m *Manager) holding() (count, memMiB int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.desktops {
+		d := e.snapshot()
+		if d.State.Holds() {
+			count++
+			memMiB += d.Resources.MemoryMiB
+		}
+	}
+	return count, memMiB
 }

@@ -92,8 +92,8 @@ func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 			return err
 		}
 	}
-	if req.TTL < 0 || req.TTL > m.limits.MaxTTL {
-		return fmt.Errorf("%w: ttl %s: use 0 (none) up to %s", ErrInvalid, req.TTL, m.limits.MaxTTL)
+	if req.TTL < 0 || req.TTL > m.capacity.limits.MaxTTL {
+		return fmt.Errorf("%w: ttl %s: use 0 (none) up to %s", ErrInvalid, req.TTL, m.capacity.limits.MaxTTL)
 	}
 	if req.TTL > 0 && req.TTL < time.Minute {
 		return fmt.Errorf("%w: ttl %s: use at least 1m", ErrInvalid, req.TTL)
@@ -104,8 +104,8 @@ func (m *Manager) validate(req CreateRequest, snap Snapshot) error {
 	if req.MemoryMiB != 0 && req.MemoryMiB != shape.MemoryMiB {
 		return fmt.Errorf("%w: memory_mib %d: snapshot %s was baked with %d MiB, and a restore keeps it; bake another snapshot with --memory %dMiB", ErrInvalid, req.MemoryMiB, snap.Name, shape.MemoryMiB, req.MemoryMiB)
 	}
-	if req.DiskMiB < 0 || req.DiskMiB > m.limits.MaxDiskMiB {
-		return fmt.Errorf("%w: disk_mib %d: use 0 (no limit) up to %d", ErrInvalid, req.DiskMiB, m.limits.MaxDiskMiB)
+	if req.DiskMiB < 0 || req.DiskMiB > m.capacity.limits.MaxDiskMiB {
+		return fmt.Errorf("%w: disk_mib %d: use 0 (no limit) up to %d", ErrInvalid, req.DiskMiB, m.capacity.limits.MaxDiskMiB)
 	}
 	return CheckClock(req.Clock)
 }
@@ -149,10 +149,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error
 	if err := m.validate(req, snap); err != nil {
 		return Desktop{}, err
 	}
-	if err := m.checkSpace("create"); err != nil {
+	if err := m.capacity.checkSpace("create"); err != nil {
 		return Desktop{}, err
 	}
-	release, err := m.reserve(1, snap.Manifest.Machine.MemoryMiB)
+	release, err := m.capacity.reserve(1, snap.Manifest.Machine.MemoryMiB)
 	if err != nil {
 		return Desktop{}, err
 	}

@@ -1,3 +1,15 @@
+// The Manager and what every part of it shares: the table of desktops,
+// their entries, and the lookups.
+//
+// Lock order, outer first; a lock is never taken while one after it is
+// held:
+//
+//	entry.op → gcMu → poolMu → capacity.mu → Manager.mu → entry.mu
+//
+// No part takes an entry's op lock while it holds any other of these.
+// Fork, Wake and Reset reserve capacity before taking op; Delete holds op
+// while it collects fork templates.
+
 package desktop
 
 import (
@@ -61,12 +73,11 @@ type Manager struct {
 	store   Store
 	catalog *Catalog
 	log     *slog.Logger
-	limits  Limits
 	obs     Observer
 	events  *fanout.Broker[Event]
-	// freeSpace is Config.FreeSpace.
-	freeSpace func() (uint64, error)
-	now       func() time.Time
+	now     func() time.Time
+	// capacity holds the caps and admits what would take resources.
+	capacity capacity
 
 	// base is the context machines are started and stopped under.
 	base context.Context
@@ -87,12 +98,10 @@ type Manager struct {
 	mu       sync.Mutex
 	desktops map[string]*entry
 	held     map[string]int // snapshots a fork in flight holds
-	reserved int            // memory MiB of creates in flight
 	// vols is the volume registry; claims are the holds of attaches and
 	// archives in flight, by volume, beside the desktops' records.
 	vols    *volume.Registry
 	claims  map[string][]volume.Holder
-	pending int // creates in flight
 	ttlKick chan struct{}
 }
 
@@ -147,13 +156,15 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	if c.Limits == (Limits{}) {
 		c.Limits = DefaultLimits()
 	}
-	return &Manager{
-		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, limits: c.Limits, obs: c.Observer, freeSpace: c.FreeSpace,
+	m := &Manager{
+		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, obs: c.Observer,
 		vols: c.Volumes, claims: map[string][]volume.Holder{},
 		events: &fanout.Broker[Event]{}, now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
 	}
+	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
+	return m
 }
 
 // Close stops watching machines. They keep running: a later Manager (the
@@ -169,7 +180,7 @@ func (m *Manager) Driver() Driver { return m.drv }
 func (m *Manager) Catalog() *Catalog { return m.catalog }
 
 // Limits are the caps in force.
-func (m *Manager) Limits() Limits { return m.limits }
+func (m *Manager) Limits() Limits { return m.capacity.limits }
 
 func (m *Manager) forget(id string) {
 	m.mu.Lock()

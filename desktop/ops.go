@@ -10,7 +10,7 @@ import (
 // Snapshot turns a running or paused desktop into a new golden snapshot
 // that later creates can use; the desktop keeps running.
 func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, error) {
-	if err := m.checkSpace("snapshot"); err != nil {
+	if err := m.capacity.checkSpace("snapshot"); err != nil {
 		return Snapshot{}, err
 	}
 	e, err := m.lookup(id)
@@ -77,8 +77,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	if err := m.store.PutDesktop(d); err != nil {
 		m.log.Error("record desktop after snapshot", "desktop", d.ID, "err", err)
 	}
-	if w, ok := m.drv.(Warmer); ok && !ephemeral && m.limits.PoolSize > 0 {
-		w.Warm(snap, m.limits.PoolSize)
+	if w, ok := m.drv.(Warmer); ok && !ephemeral && m.capacity.limits.PoolSize > 0 {
+		w.Warm(snap, m.capacity.limits.PoolSize)
 	}
 	return snap, nil
 }
@@ -87,8 +87,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 // own disk overlay; the source keeps running. It is all or nothing: if any
 // copy fails, the others are deleted.
 func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error) {
-	if n < 1 || n > m.limits.MaxFork {
-		return nil, fmt.Errorf("%w: count %d: use 1 to %d", ErrInvalid, n, m.limits.MaxFork)
+	if n < 1 || n > m.capacity.limits.MaxFork {
+		return nil, fmt.Errorf("%w: count %d: use 1 to %d", ErrInvalid, n, m.capacity.limits.MaxFork)
 	}
 	e, err := m.lookup(id)
 	if err != nil {
@@ -98,10 +98,10 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	if !src.State.Live() {
 		return nil, &TransitionError{ID: id, From: src.State, Action: "fork"}
 	}
-	if err := m.checkSpace("fork"); err != nil {
+	if err := m.capacity.checkSpace("fork"); err != nil {
 		return nil, err
 	}
-	release, err := m.reserve(n, src.Resources.MemoryMiB)
+	release, err := m.capacity.reserve(n, src.Resources.MemoryMiB)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 // a pool already holds for the same bake, so calling it again is cheap.
 func (m *Manager) warmAll() {
 	w, ok := m.drv.(Warmer)
-	if !ok || m.limits.PoolSize <= 0 {
+	if !ok || m.capacity.limits.PoolSize <= 0 {
 		return
 	}
 	snaps, _, err := m.catalog.List()
@@ -43,13 +43,13 @@ func (m *Manager) warmAll() {
 	defer m.poolMu.Unlock()
 	for _, s := range warm {
 		if _, had := m.pooled[s.Name]; !had {
-			m.log.Info("warm pool started", "snapshot", s.Name, "machines", m.limits.PoolSize)
+			m.log.Info("warm pool started", "snapshot", s.Name, "machines", m.capacity.limits.PoolSize)
 		}
 	}
 	next := make(map[string]Snapshot, len(warm))
 	for _, s := range warm {
 		next[s.Name] = s
-		w.Warm(s, m.limits.PoolSize)
+		w.Warm(s, m.capacity.limits.PoolSize)
 	}
 	for name, s := range m.pooled {
 		if _, still := next[name]; !still {
@@ -67,7 +67,7 @@ func (m *Manager) Warm(name string) error {
 		return err
 	}
 	if w, ok := m.drv.(Warmer); ok && !s.Manifest.Ephemeral {
-		w.Warm(s, m.limits.PoolSize)
+		w.Warm(s, m.capacity.limits.PoolSize)
 	}
 	return nil
 }
@@ -78,7 +78,7 @@ func (m *Manager) Warm(name string) error {
 // are ignored. A watch that cannot start is logged: pools then follow the
 // catalog only at hostd's start, as they did before.
 func (m *Manager) watchCatalog() {
-	if _, ok := m.drv.(Warmer); !ok || m.limits.PoolSize <= 0 {
+	if _, ok := m.drv.(Warmer); !ok || m.capacity.limits.PoolSize <= 0 {
 		return
 	}
 	f, err := watchDir(m.catalog.Dir())

@@ -62,8 +62,8 @@ func (m *Manager) SetNetwork(id string, p netpolicy.Policy) (Desktop, error) {
 // SetExpiry sets when a desktop is deleted; the zero time means never.
 // A time already past deletes it at the TTL sweeper's next turn.
 func (m *Manager) SetExpiry(id string, at time.Time) (Desktop, error) {
-	if ttl := at.Sub(m.now()); !at.IsZero() && ttl > m.limits.MaxTTL {
-		return Desktop{}, fmt.Errorf("%w: expiry %s from now: at most %s", ErrInvalid, ttl.Round(time.Second), m.limits.MaxTTL)
+	if ttl := at.Sub(m.now()); !at.IsZero() && ttl > m.capacity.limits.MaxTTL {
+		return Desktop{}, fmt.Errorf("%w: expiry %s from now: at most %s", ErrInvalid, ttl.Round(time.Second), m.capacity.limits.MaxTTL)
 	}
 	e, err := m.lookup(id)
 	if err != nil {

@@ -37,7 +37,7 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	}
 	// A desktop that holds no memory now reserves like a wake; one that
 	// does gives its machine back before taking another.
-	release, err := m.reserveComeback(e.snapshot(), "reset")
+	release, err := m.capacity.reserveComeback(e.snapshot(), "reset")
 	if err != nil {
 		return e.snapshot(), err
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"log/slog"
 	"net"
 	"net/http"
@@ -112,7 +111,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
 		Observer:  desktop.Observers{a.Mirrors, a.Networks},
-		FreeSpace: func() (uint64, error) { return freeBytes(cfg.StateDir) },
+		FreeSpace: desktop.FreeSpaceOf(cfg.StateDir),
 		Volumes:   a.Volumes,
 	})
 	metrics.Watch(a.Manager)
@@ -358,14 +357,4 @@ func (a *App) hibernateAll(ctx context.Context) {
 			a.log.Info("hibernated", "desktop", d.ID)
 		}
 	}
-}
-
-// freeBytes is the space an unprivileged writer may still use on the
-// filesystem that holds dir.
-func freeBytes(dir string) (uint64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	return st.Bavail * uint64(st.Bsize), nil
 }
