@@ -105,7 +105,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			return d.Network, err
 		},
 		OnFlow:  func(_ string, f egress.Flow) { metrics.ObserveFlow(f.Allowed, f.Sent, f.Received) },
-		OnEvent: func(id, summary string) { a.Manager.Announce(id, desktop.EventNetwork, summary) },
+		OnEvent: func(id, summary string) { a.Manager.Events().Announce(id, desktop.EventNetwork, summary) },
 		Logger:  log,
 	})
 	a.Manager = desktop.NewManager(ctx, desktop.Config{
@@ -127,7 +127,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	checkVolumes(ctx, a.Manager, log)
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
-	if a.Recordings, a.stopRecordings, err = openRecordings(ctx, cfg.Recordings(), a.Manager, log); err != nil {
+	if a.Recordings, a.stopRecordings, err = recording.OpenRegistry(ctx, cfg.Recordings(), a.Manager, log); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		E2B: func(daemonToken func() string) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
-			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Guest: a.Drive, DaemonToken: daemonToken,
+			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Events: a.Manager.Events(), Guest: a.Drive, DaemonToken: daemonToken,
 				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Logger: log})
 		}})
 	if a.fleet != nil {
@@ -156,25 +156,6 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		a.fleet.followToken(cfg.TokenFile(), a.Web.SetToken)
 	}
 	return a, nil
-}
-
-// openRecordings starts the recordings' registry in dir, emptied first: a
-// recording does not outlive the hostd that made it (its frames would
-// never be encoded, nor listed).
-func openRecordings(ctx context.Context, dir string, m *desktop.Manager, log *slog.Logger) (*recording.Registry, func(), error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, nil, fmt.Errorf("recordings left by an earlier hostd: %w", err)
-	}
-	reg := recording.NewRegistry(dir, recording.Options{}, log, func(id string, in recording.Info) {
-		summary := "recording " + in.ID + " started"
-		if in.State != recording.StateRecording {
-			summary = "recording " + in.ID + " ended: " + in.Reason
-		}
-		m.Announce(id, desktop.EventRecording, summary)
-	})
-	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	go reg.Follow(fctx, m)
-	return reg, stop, nil
 }
 
 // Close stops background work. Desktops keep running for the next hostd.
