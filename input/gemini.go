@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"image"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,10 +31,13 @@ import (
 //   - Scroll magnitudes are on the grid too: magnitude*H/1000 pixels (W for
 //     left and right), then wheel notches at DefaultPixelsPerNotch, at
 //     least one. magnitude_in_wheel_clicks is taken as notches.
-//   - navigate and search go through the address bar (ctrl+l, the text,
-//     Return), as a person would; go_back and go_forward are alt+Left and
-//     alt+Right; scroll_document up and down are PageUp and PageDown, left
-//     and right scroll the wheel at the screen's middle.
+//   - navigate and search open the page through Chromium's DevTools
+//     (GeminiCall.Navigate), as the reference's page.goto does: typed into
+//     the address bar (ctrl+l, the text, Return) under TCG, the URL's
+//     first keys reached the page before the address bar took them. go_back
+//     and go_forward are alt+Left and alt+Right; scroll_document up and down
+//     are PageUp and PageDown, left and right scroll the wheel at the
+//     screen's middle.
 //   - The browser's own functions (open_web_browser, navigate, search,
 //     go_back, go_forward: not in the desktop environment's list) are
 //     refused on a desktop without a browser (GeminiEnv.Browser false):
@@ -74,6 +79,10 @@ type GeminiCall struct {
 	// functionResponse carries it back.
 	ID    string
 	Batch Batch
+	// Navigate, for navigate and search, is the address the browser is
+	// to open (through its DevTools) before the batch, which then only
+	// pictures the page.
+	Navigate string
 	// Safety is the call's safety_decision, when it has one: a
 	// require_confirmation decision must be acknowledged before it runs.
 	Safety *GeminiSafetyDecision
@@ -239,6 +248,9 @@ func DecodeGemini(raw json.RawMessage, env GeminiEnv) (GeminiCall, error) {
 			"create the desktop from a snapshot of the browser image (or of a recipe built from it), or use the desktop's own functions (click, type, press_key, hotkey)", name)
 	}
 	g := geminiArgs{o: args, space: env.Space}
+	if call.Navigate, err = g.navigation(name, env.SearchURL); err != nil {
+		return GeminiCall{}, err
+	}
 	call.Batch, err = g.batch(name, env.SearchURL)
 	return call, err
 }
@@ -292,10 +304,32 @@ func (g geminiArgs) flag(key string, def bool) (bool, error) {
 	return v, err
 }
 
-// addressBar types text into the browser's address bar and goes there.
-func addressBar(text string) Batch {
-	return Batch{{Kind: KindKey, Chord: "ctrl+l"}, {Kind: KindType, Text: text}, {Kind: KindKey, Chord: "Return"}}
+// navigation is the address navigate and search open, "" for other
+// functions. A navigate URL without a scheme gets https://, as Google's
+// reference client gives it ("example.com", "localhost:8000/x").
+func (g geminiArgs) navigation(name, searchURL string) (string, error) {
+	switch name {
+	case "search":
+		return searchURL, nil
+	case "navigate":
+		u, err := g.text("url")
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(u) == "" {
+			return "", invalid(g.o.field("url"), "empty: give the address to open")
+		}
+		if p, err := url.Parse(u); err != nil || p.Scheme == "" || (p.Host == "" && !slices.Contains(schemesWithoutHost, p.Scheme)) {
+			u = "https://" + u
+		}
+		return u, nil
+	}
+	return "", nil
 }
+
+// schemesWithoutHost are the schemes whose URLs have no host part, so a
+// "localhost:8000" (scheme "localhost") is told from them.
+var schemesWithoutHost = []string{"about", "data", "file", "javascript", "mailto", "view-source", "blob"}
 
 func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
 	click := func(b Button, count int) (Batch, error) {
@@ -338,11 +372,10 @@ func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
 		return Batch{{Kind: KindKey, Chord: "alt+Left"}}, nil
 	case "go_forward":
 		return Batch{{Kind: KindKey, Chord: "alt+Right"}}, nil
-	case "search":
-		return addressBar(searchURL), nil
-	case "navigate":
-		url, err := g.text("url")
-		return addressBar(url), err
+	case "search", "navigate":
+		// The page is opened through Chromium's DevTools before the batch
+		// (GeminiCall.Navigate); the batch pictures it.
+		return Batch{{Kind: KindScreenshot}}, nil
 	case "type":
 		text, err := g.text("text")
 		if err != nil {

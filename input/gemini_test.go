@@ -60,9 +60,10 @@ func TestGeminiFunctions(t *testing.T) {
 		`{"name": "open_web_browser"}`:                                 {{Kind: KindScreenshot}},
 		`{"name": "go_back"}`:                                          {{Kind: KindKey, Chord: "alt+Left"}},
 		`{"name": "go_forward"}`:                                       {{Kind: KindKey, Chord: "alt+Right"}},
-		`{"name": "navigate", "args": {"url": "http://127.0.0.1:8000/"}}`: {
-			{Kind: KindKey, Chord: "ctrl+l"}, {Kind: KindType, Text: "http://127.0.0.1:8000/"}, {Kind: KindKey, Chord: "Return"}},
-		`{"name": "search"}`: {{Kind: KindKey, Chord: "ctrl+l"}, {Kind: KindType, Text: DefaultGeminiSearchURL}, {Kind: KindKey, Chord: "Return"}},
+		// The page opens through DevTools first (Navigate): the batch
+		// pictures it.
+		`{"name": "navigate", "args": {"url": "http://127.0.0.1:8000/"}}`: {{Kind: KindScreenshot}},
+		`{"name": "search"}`: {{Kind: KindScreenshot}},
 		// 800 of 1000 of an 800-pixel axis is 640 pixels: 6 notches.
 		`{"name": "scroll_at", "args": {"x": 500, "y": 500, "direction": "down"}}`:                               {{Kind: KindScroll, At: p(640, 400), DY: 6}},
 		`{"name": "scroll_at", "args": {"x": 500, "y": 500, "direction": "left", "magnitude": 100}}`:             {{Kind: KindScroll, At: p(640, 400), DX: -1}},
@@ -300,5 +301,34 @@ func TestGeminiBrowserFunctions(t *testing.T) {
 	})
 	if got := parts[0].FunctionResponse.Response["url"]; got != "http://127.0.0.1:8000/" {
 		t.Errorf("url %v", got)
+	}
+}
+
+// navigate and search name the page to open; an address without a scheme
+// gets https://, as Google's reference client gives it.
+func TestGeminiNavigate(t *testing.T) {
+	for call, want := range map[string]string{
+		`{"name": "navigate", "args": {"url": "http://127.0.0.1:8000/x"}}`: "http://127.0.0.1:8000/x",
+		`{"name": "navigate", "args": {"url": "example.com/a?b=c"}}`:       "https://example.com/a?b=c",
+		`{"name": "navigate", "args": {"url": "localhost:8000/x"}}`:        "https://localhost:8000/x",
+		`{"name": "navigate", "args": {"url": "chrome://version"}}`:        "chrome://version",
+		`{"name": "navigate", "args": {"url": "about:blank"}}`:             "about:blank",
+		`{"name": "search"}`:                             DefaultGeminiSearchURL,
+		`{"name": "go_back"}`:                            "",
+		`{"name": "click_at", "args": {"x": 1, "y": 1}}`: "",
+	} {
+		c, err := DecodeGemini(json.RawMessage(call), geminiBrowser)
+		if err != nil || c.Navigate != want {
+			t.Errorf("%s: navigate %q, %v; want %q", call, c.Navigate, err, want)
+		}
+	}
+	c, _ := DecodeGemini(json.RawMessage(`{"name": "search"}`), GeminiEnv{Space: geminiScreen, SearchURL: "http://127.0.0.1:9/", Browser: true})
+	if c.Navigate != "http://127.0.0.1:9/" {
+		t.Errorf("search_url: %q", c.Navigate)
+	}
+	_, err := DecodeGemini(json.RawMessage(`{"name": "navigate", "args": {"url": " "}}`), geminiBrowser)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "args.url" {
+		t.Errorf("an empty url: %v", err)
 	}
 }

@@ -159,6 +159,11 @@ func (s *Server) postGemini(c *gin.Context) {
 	}
 	spec.NoUpscale = !isDaemon(c)
 	parts, failed := input.RunGeminiTurn(calls, env, ack, func(call input.GeminiCall) (input.GeminiState, error) {
+		if call.Navigate != "" {
+			if err := s.openPage(c.Request.Context(), id, call.Navigate); err != nil {
+				return input.GeminiState{}, err
+			}
+		}
 		req := spec
 		req.Batch, req.Screenshot = call.Batch, true
 		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gorilla/websocket"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
@@ -139,31 +141,143 @@ func (s *Server) devtoolsGet(ctx context.Context, id, path string) ([]byte, erro
 	return body, nil
 }
 
-// pageURL is the URL of the page the desktop's Chromium shows, or "" when
-// it cannot be read (Chromium not answering, no page open): the first
-// page of /json/list, which Chromium lists most recently active first.
-// It is one discovery request over the desktop's open bridge session.
-func (s *Server) pageURL(ctx context.Context, id string) string {
+// pageWait bounds a request about the page Chromium shows: a Chromium
+// that does not answer (hung, or a guest without the bridge) costs each
+// Gemini call at most this, not devtoolsGet's 30 s. The first request
+// after a restore opens the bridge's session, which takes a few seconds
+// under TCG.
+const pageWait = 5 * time.Second
+
+// devtoolsTarget is one entry of Chromium's /json/list.
+type devtoolsTarget struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// activePage is the page Chromium shows: the first page of /json/list,
+// which Chromium lists most recently active first. It is one discovery
+// request over the desktop's open bridge session.
+func (s *Server) activePage(ctx context.Context, id string) (devtoolsTarget, error) {
+	ctx, cancel := context.WithTimeout(ctx, pageWait)
+	defer cancel()
 	body, err := s.devtoolsGet(ctx, id, "/json/list")
 	if err != nil {
-		s.log.Debug("no page URL for a Gemini response", "desktop", id, "err", err)
-		return ""
+		return devtoolsTarget{}, err
 	}
-	var targets []struct {
-		Type string `json:"type"`
-		URL  string `json:"url"`
-	}
+	var targets []devtoolsTarget
 	if err := json.Unmarshal(body, &targets); err != nil {
-		s.log.Debug("no page URL for a Gemini response", "desktop", id, "err", err)
-		return ""
+		return devtoolsTarget{}, fmt.Errorf("%w: desktop %s: Chromium's page list: %w", desktop.ErrUnavailable, id, err)
 	}
 	for _, t := range targets {
 		if t.Type == "page" {
-			return t.URL
+			return t, nil
 		}
 	}
-	return ""
+	return devtoolsTarget{}, fmt.Errorf("%w: desktop %s: Chromium shows no page (did it exit? a reset brings it back)", desktop.ErrUnavailable, id)
 }
+
+// pageURL is the URL of the page Chromium shows, or "" when it cannot be
+// read.
+func (s *Server) pageURL(ctx context.Context, id string) string {
+	page, err := s.activePage(ctx, id)
+	if err != nil {
+		s.log.Warn("no page URL for a Gemini response", "desktop", id, "err", err)
+	}
+	return page.URL
+}
+
+// openPage has the page Chromium shows load target, as Google's reference
+// client's navigate does (Playwright's page.goto): Page.navigate over the
+// page's DevTools WebSocket, through the bridge, then a wait for the new
+// page's load event (at most loadWait: a page still loading is pictured
+// as it is). A navigation that fails shows Chromium's error page, which
+// the screenshot and url tell. Typing into the address bar instead raced
+// Chromium under TCG: ctrl+l reaches the address bar only after the
+// renderer has declined it, and the URL's first keys went to the page
+// meanwhile ("chrome://version" searched for "on"). Refused, like any
+// input, while a person is in control.
+func (s *Server) openPage(ctx context.Context, id, target string) error {
+	d, err := s.cfg.Manager.Get(id)
+	if err != nil {
+		return err
+	}
+	if err := d.InputAllowed(); err != nil {
+		return err
+	}
+	page, err := s.activePage(ctx, id)
+	if err != nil {
+		return err
+	}
+	conn, err := s.cfg.Drive.DialDevTools(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, navigateWait)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	failed := func(err error) error {
+		return fmt.Errorf("%w: desktop %s: Chromium did not open %q: %w", desktop.ErrUnavailable, id, target, err)
+	}
+	// Chromium answers only a Host that is an address or localhost, and no
+	// Origin it was not told to allow: gorilla sends none.
+	u := &url.URL{Scheme: "ws", Host: "127.0.0.1:9222", Path: "/devtools/page/" + page.ID}
+	ws, _, err := websocket.NewClient(conn, u, nil, 4096, 4096)
+	if err != nil {
+		return failed(err)
+	}
+	for i, m := range []string{"Page.enable", "Page.navigate"} {
+		params := map[string]string{}
+		if m == "Page.navigate" {
+			params["url"] = target
+		}
+		if err := ws.WriteJSON(map[string]any{"id": i + 1, "method": m, "params": params}); err != nil {
+			return failed(err)
+		}
+	}
+	waiting := false // for the load event, once the navigation started
+	for {
+		var m struct {
+			ID     int    `json:"id"`
+			Method string `json:"method"`
+			Result struct {
+				LoaderID  string `json:"loaderId"`
+				ErrorText string `json:"errorText"`
+			} `json:"result"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := ws.ReadJSON(&m); err != nil {
+			if waiting {
+				return nil // still loading at loadWait: pictured as it is
+			}
+			return failed(err)
+		}
+		switch {
+		case m.Error != nil:
+			return failed(errors.New(m.Error.Message))
+		case m.ID == 2 && (m.Result.ErrorText != "" || m.Result.LoaderID == ""):
+			// Chromium's error page, or a same-document navigation: no
+			// load event to wait for.
+			return nil
+		case m.ID == 2:
+			waiting = true
+			conn.SetReadDeadline(time.Now().Add(loadWait))
+		case waiting && m.Method == "Page.loadEventFired":
+			return nil
+		}
+	}
+}
+
+// navigateWait bounds a navigation's start; loadWait the wait for its
+// page's load event after.
+const (
+	navigateWait = 30 * time.Second
+	loadWait     = 10 * time.Second
+)
 
 // devtoolsProxy carries one request under a DevTools root (base, the
 // public path the client used) to Chromium.

@@ -25,7 +25,8 @@ import (
 )
 
 // stack is hostd in-process: a QEMU driver, the Manager, screen mirrors and
-// the web server, with one desktop restored from the minimal snapshot.
+// the web server, with one desktop restored from the minimal snapshot (or
+// another flavor's, startStackOn).
 type stack struct {
 	url     string
 	token   string
@@ -40,9 +41,12 @@ type stack struct {
 
 const testToken = "wd_browser-test-daemon-token"
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T) *stack { return startStackOn(t, "minimal") }
+
+// startStackOn is startStack with a desktop of another image flavor.
+func startStackOn(t *testing.T, flavor string) *stack {
 	t.Helper()
-	baked := testenv.Snapshot(t, "minimal")
+	baked := testenv.Snapshot(t, flavor)
 	log := testenv.Logger(t)
 	ctx := context.Background()
 	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: log})
