@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/warmdesk/warmdesk/hostd/bench"
 )
 
 // command is one subcommand.
@@ -39,13 +41,13 @@ func commands() map[string]command {
 		"serve":    {"run the daemon: desktops over HTTP and WebSocket", cmdServe},
 		"image":    {"build, list and remove guest images (image build|list|rm|prune)", cmdImage},
 		"snapshot": {"bake, list, verify and remove golden snapshots (snapshot bake|list|verify|rm)", cmdSnapshot},
-		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|fork|snapshot|network)", cmdDesktop},
+		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|reset|record|fork|snapshot|network)", cmdDesktop},
 		"volume":   {"manage workspaces that outlive desktops (volume create|list|rm|snapshot|attach|detach|export|import)", cmdVolume},
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
 		"cluster":  {"make the certificates of a fleet of hosts (cluster certs)", cmdCluster},
-		"fleet":    {"show the fleet this host belongs to (fleet status)", cmdFleet},
+		"fleet":    {"the fleet this host belongs to: its status, and draining a host of new desktops (fleet status|drain|undrain)", cmdFleet},
 		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},
-		"bench":    {"measure create, screenshot, action, density and fork beside cold boot, full restore and libvirt", cmdBench},
+		"bench":    {"measure this host, suite by suite (" + strings.Join(bench.Suites, ", ") + ")", cmdBench},
 		"version":  {"print the version", cmdVersion},
 	}
 }

@@ -19,7 +19,7 @@ import (
 // like every other client command.
 func cmdMCP(ctx context.Context, e *env, args []string) error {
 	var display, snapshot string
-	_, c, err := connect(e, "mcp", args, func(fs *flagSet) {
+	_, c, err := connectAs(e, "mcp", args, func(fs *flagSet) {
 		fs.StringVar(&display, "display", "", "WIDTHxHEIGHT screenshots come back at (the computer tool's coordinates); default the native screen")
 		fs.StringVar(&snapshot, "snapshot", "minimal", "the snapshot create_desktop starts from when the model names none")
 	})
