@@ -3,6 +3,8 @@ package desktop
 import (
 	"context"
 	"time"
+
+	"github.com/warmdesk/warmdesk/internal/fanout"
 )
 
 // EventType says what happened to a desktop.
@@ -45,23 +47,33 @@ type Event struct {
 	Summary string `json:"summary,omitempty"`
 }
 
+// Events is the Manager's stream of events: every change to a desktop,
+// and what the other parts announce (an agent's batch, a guest's
+// connection), in order.
+type Events struct {
+	b fanout.Broker[Event]
+	// get reads a desktop for an announcement.
+	get func(id string) (Desktop, error)
+	now func() time.Time
+}
+
 // Follow calls handle with every event until ctx ends, in order, from one
 // goroutine. A handler that falls behind loses its subscription (see
 // fanout.Buffer): Follow subscribes again, and the events in between
 // are lost.
-func (m *Manager) Follow(ctx context.Context, handle func(Event)) {
+func (ev *Events) Follow(ctx context.Context, handle func(Event)) {
 	for ctx.Err() == nil {
-		events, stop := m.Subscribe()
+		events, stop := ev.Subscribe()
 		for open := true; open; {
 			select {
 			case <-ctx.Done():
 				open = false
-			case ev, ok := <-events:
+			case e, ok := <-events:
 				if !ok {
 					open = false
 					break
 				}
-				handle(ev)
+				handle(e)
 			}
 		}
 		stop()
@@ -70,16 +82,21 @@ func (m *Manager) Follow(ctx context.Context, handle func(Event)) {
 
 // Announce publishes an event about a desktop that is not a state change,
 // such as an agent's batch of actions, for viewers to show.
-func (m *Manager) Announce(id string, t EventType, summary string) {
-	d, err := m.Get(id)
+func (ev *Events) Announce(id string, t EventType, summary string) {
+	d, err := ev.get(id)
 	if err != nil {
 		return
 	}
-	m.events.Publish(Event{Type: t, Desktop: d, Time: m.now().UTC(), Summary: summary})
+	ev.publish(t, d, summary)
 }
 
 // Subscribe returns a channel of events and a function that ends the
 // subscription. The channel closes if the subscriber falls too far behind.
-func (m *Manager) Subscribe() (<-chan Event, func()) {
-	return m.events.Subscribe()
+func (ev *Events) Subscribe() (<-chan Event, func()) {
+	return ev.b.Subscribe()
+}
+
+// publish tells every subscriber of an event about d, as it is now.
+func (ev *Events) publish(t EventType, d Desktop, summary string) {
+	ev.b.Publish(Event{Type: t, Desktop: d, Time: ev.now().UTC(), Summary: summary})
 }

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warmdesk/warmdesk/internal/fanout"
 	"github.com/warmdesk/warmdesk/volume"
 )
 
@@ -74,7 +73,7 @@ type Manager struct {
 	catalog *Catalog
 	log     *slog.Logger
 	obs     Observer
-	events  *fanout.Broker[Event]
+	events  *Events
 	now     func() time.Time
 	// capacity holds the caps and admits what would take resources.
 	capacity capacity
@@ -159,11 +158,12 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	m := &Manager{
 		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, obs: c.Observer,
 		vols: c.Volumes, claims: map[string][]volume.Holder{},
-		events: &fanout.Broker[Event]{}, now: time.Now, base: context.WithoutCancel(ctx),
+		now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
+	m.events = &Events{get: m.Get, now: m.now}
 	return m
 }
 
@@ -189,8 +189,11 @@ func (m *Manager) forget(id string) {
 }
 
 func (m *Manager) publish(t EventType, d Desktop) {
-	m.events.Publish(Event{Type: t, Desktop: d, Time: m.now().UTC()})
+	m.events.publish(t, d, "")
 }
+
+// Events is the stream of the desktops' events.
+func (m *Manager) Events() *Events { return m.events }
 
 func (m *Manager) lookup(id string) (*entry, error) {
 	m.mu.Lock()

@@ -54,7 +54,7 @@ func TestTTLExpiryDeletes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
-	events, stop := m.Subscribe()
+	events, stop := m.Events().Subscribe()
 	defer stop()
 	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", TTL: time.Minute})
 	if err != nil {
@@ -282,7 +282,7 @@ func TestMachineThatHaltsPausesItsDesktop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, stop := m.Subscribe()
+	events, stop := m.Events().Subscribe()
 	defer stop()
 	mach, _, err := m.Machine(ctx, d.ID, false)
 	if err != nil {
@@ -365,7 +365,7 @@ func TestSetExpiry(t *testing.T) {
 	if _, err := m.SetExpiry("d-none", time.Now()); !errors.Is(err, desktop.ErrNotFound) {
 		t.Errorf("no such desktop: %v", err)
 	}
-	events, stop := m.Subscribe()
+	events, stop := m.Events().Subscribe()
 	defer stop()
 	if _, err := m.SetExpiry(d.ID, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)

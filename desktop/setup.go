@@ -71,7 +71,7 @@ func (m *Manager) runSetup(ctx context.Context, e *entry, mach Machine, cmds []s
 		summary = fmt.Sprintf("on_create command %d of %d failed (%s): exit %d %s", s.Failed, s.Commands, s.Command, s.ExitCode, s.Error)
 		m.log.Warn("on_create failed", "desktop", d.ID, "command", s.Command, "exit", s.ExitCode, "err", s.Error, "output", s.Output)
 	}
-	m.events.Publish(Event{Type: EventSetup, Desktop: d, Time: m.now().UTC(), Summary: summary})
+	m.events.publish(EventSetup, d, summary)
 }
 
 // tail keeps the last n bytes of s.

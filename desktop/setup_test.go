@@ -53,7 +53,7 @@ func TestOnCreate(t *testing.T) {
 	store := desktoptest.NewMemStore()
 	m := desktop.NewManager(ctx, desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: desktop.DefaultLimits()})
 	defer m.Close()
-	events, stop := m.Subscribe()
+	events, stop := m.Events().Subscribe()
 	defer stop()
 	userShells := func(id string) []string {
 		mach, _, err := m.Machine(ctx, id, true)

@@ -147,7 +147,7 @@ func (s *Service) announceExec(id string, req ExecRequest, res ExecResult, err e
 	default:
 		line += fmt.Sprintf(": exit %d", res.ExitCode)
 	}
-	s.mgr.Announce(id, desktop.EventExec, line)
+	s.mgr.Events().Announce(id, desktop.EventExec, line)
 }
 
 // overdueSlack is how long past its timeout a program's end may take to

@@ -171,7 +171,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	since, bareMove := blog.counter, blog.bareMove
 	blog.mu.Unlock()
 	s.mgr.Touch(id)
-	s.mgr.Announce(id, desktop.EventAction, summarize(req.Batch, out.Err))
+	s.mgr.Events().Announce(id, desktop.EventAction, summarize(req.Batch, out.Err))
 	if out.Err != nil || !out.Result.Screenshot {
 		return out, nil
 	}

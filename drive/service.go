@@ -208,7 +208,7 @@ func (s *Service) poke(id string) {
 
 // watch follows the Manager's events until ctx ends.
 func (s *Service) watch(ctx context.Context) {
-	s.mgr.Follow(ctx, func(ev desktop.Event) { s.handle(ctx, ev) })
+	s.mgr.Events().Follow(ctx, func(ev desktop.Event) { s.handle(ctx, ev) })
 }
 
 func (s *Service) handle(ctx context.Context, ev desktop.Event) {

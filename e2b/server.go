@@ -38,7 +38,6 @@ type Lifecycle interface {
 	Wake(ctx context.Context, id string) (desktop.Desktop, error)
 	Resume(ctx context.Context, id string) (desktop.Desktop, error)
 	SetExpiry(id string, at time.Time) (desktop.Desktop, error)
-	Subscribe() (<-chan desktop.Event, func())
 }
 
 // Guest is what it needs of the drive service.
@@ -56,7 +55,10 @@ type Guest interface {
 // Config wires a Server.
 type Config struct {
 	Desktops Lifecycle
-	Guest    Guest
+	// Events are the Manager's (required): a deleted or reset sandbox's
+	// processes and users are forgotten.
+	Events *desktop.Events
+	Guest  Guest
 	// DaemonToken returns hostd's current token: an API key is it (with or
 	// without E2B's "e2b_" prefix), and each sandbox's access token is
 	// derived from it, so a rotation revokes both.
@@ -243,7 +245,7 @@ func (s *Server) envdAuth(h func(http.ResponseWriter, *http.Request, desktop.Des
 // forgetDeleted ends the processes of deleted sandboxes and forgets
 // their users.
 func (s *Server) forgetDeleted(ctx context.Context) {
-	events, stop := s.cfg.Desktops.Subscribe()
+	events, stop := s.cfg.Events.Subscribe()
 	defer func() { stop() }()
 	for {
 		select {
@@ -252,7 +254,7 @@ func (s *Server) forgetDeleted(ctx context.Context) {
 		case ev, ok := <-events:
 			if !ok {
 				stop()
-				events, stop = s.cfg.Desktops.Subscribe()
+				events, stop = s.cfg.Events.Subscribe()
 				continue
 			}
 			switch ev.Type {

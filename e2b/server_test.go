@@ -41,7 +41,7 @@ func newHarnessWith(t *testing.T, set func(*e2b.Config)) *harness {
 	t.Cleanup(cancel)
 	f := drivetest.NewDesktop(t)
 	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens})
-	cfg := e2b.Config{Desktops: f.Manager, Guest: svc, DaemonToken: func() string { return daemonToken },
+	cfg := e2b.Config{Desktops: f.Manager, Events: f.Manager.Events(), Guest: svc, DaemonToken: func() string { return daemonToken },
 		Templates: map[string]string{"base": "snap"}}
 	set(&cfg)
 	s := e2b.New(ctx, cfg)

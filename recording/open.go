@@ -23,9 +23,9 @@ func OpenRegistry(ctx context.Context, dir string, m *desktop.Manager, log *slog
 		if in.State != StateRecording {
 			summary = "recording " + in.ID + " ended: " + in.Reason
 		}
-		m.Announce(id, desktop.EventRecording, summary)
+		m.Events().Announce(id, desktop.EventRecording, summary)
 	})
 	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	go reg.Follow(fctx, m)
+	go reg.Follow(fctx, m.Events())
 	return reg, stop, nil
 }

@@ -162,8 +162,8 @@ func (g *Registry) Note(desktopID string, at time.Time, kind, summary string) {
 
 // Follow keeps the action logs and ends recordings with their desktops,
 // from the Manager's events, until ctx ends.
-func (g *Registry) Follow(ctx context.Context, m *desktop.Manager) {
-	m.Follow(ctx, func(ev desktop.Event) { g.handle(ctx, ev) })
+func (g *Registry) Follow(ctx context.Context, events *desktop.Events) {
+	events.Follow(ctx, func(ev desktop.Event) { g.handle(ctx, ev) })
 }
 
 func (g *Registry) handle(ctx context.Context, ev desktop.Event) {

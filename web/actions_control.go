@@ -100,7 +100,7 @@ func (s *Server) controlSocket(c *gin.Context) {
 	defer cancel()
 	defer s.endOnRevoke(c, cancel)()
 	// Subscribed before the hello, so no change after it goes unsaid.
-	events, stopEvents := s.cfg.Manager.Subscribe()
+	events, stopEvents := s.cfg.Manager.Events().Subscribe()
 	view := s.view(d)
 	sess.send(ctx, api.ControlReply{Type: "hello", Desktop: &view})
 	sess.start(ctx, cancel, sess.write)
@@ -385,7 +385,7 @@ func (cs *controlSession) desktopEvents(ctx context.Context, events <-chan deskt
 			}
 		}
 		stop()
-		events, stop = cs.s.cfg.Manager.Subscribe()
+		events, stop = cs.s.cfg.Manager.Events().Subscribe()
 	}
 }
 

@@ -290,8 +290,8 @@ func (s *Server) devtoolsProxy(c *gin.Context, id, base string) {
 	}
 	if strings.EqualFold(c.Request.Header.Get("Upgrade"), "websocket") {
 		conn = devtools.WithCloseReason(conn, s.devtoolsEndReason(id))
-		s.cfg.Manager.Announce(id, desktop.EventDevTools, "a DevTools client connected to "+path)
-		defer s.cfg.Manager.Announce(id, desktop.EventDevTools, "a DevTools client disconnected from "+path)
+		s.cfg.Manager.Events().Announce(id, desktop.EventDevTools, "a DevTools client connected to "+path)
+		defer s.cfg.Manager.Events().Announce(id, desktop.EventDevTools, "a DevTools client disconnected from "+path)
 	}
 	transport, release := oneConn(conn)
 	defer release()

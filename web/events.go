@@ -22,7 +22,7 @@ func (s *Server) eventStream(c *gin.Context) {
 	if g, ok := grantOf(c); ok {
 		only = g.desktop
 	}
-	events, stop := s.cfg.Manager.Subscribe()
+	events, stop := s.cfg.Manager.Events().Subscribe()
 	defer stop()
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
@@ -82,7 +82,7 @@ func (s *Server) eventStream(c *gin.Context) {
 // onControlChange calls fn when control of a desktop passes back to the
 // agent (or the desktop goes); the returned function stops watching.
 func (s *Server) onControlChange(id string, fn func()) (stop func()) {
-	events, unsubscribe := s.cfg.Manager.Subscribe()
+	events, unsubscribe := s.cfg.Manager.Events().Subscribe()
 	done := make(chan struct{})
 	go func() {
 		for {

@@ -29,7 +29,7 @@ func TestRecordingsThroughTheAPI(t *testing.T) {
 	f := drivetest.NewDesktop(t)
 	svc := drive.New(ctx, drive.Config{Manager: f.Manager, Screens: f.Screens, KeystrokeInterval: time.Microsecond, KeyReaction: 20 * time.Millisecond})
 	reg := recording.NewRegistry(t.TempDir(), recording.Options{MinInterval: 10 * time.Millisecond}, nil, nil)
-	go reg.Follow(ctx, f.Manager)
+	go reg.Follow(ctx, f.Manager.Events())
 	hs := httptest.NewServer(web.New(web.Config{Manager: f.Manager, Drive: svc, Token: actToken, Recordings: reg}).Handler())
 	t.Cleanup(hs.Close)
 	h := &actHarness{t: t, mgr: f.Manager, guest: f.Guest, src: f.Screen.Src, srv: hs, id: f.ID, f: f}

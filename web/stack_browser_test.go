@@ -61,11 +61,11 @@ func startStackOn(t *testing.T, flavor string) *stack {
 	t.Cleanup(mgr.Close)
 	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: mirrors, Logger: log})
 	recs := recording.NewRegistry(t.TempDir(), recording.Options{}, log, func(id string, in recording.Info) {
-		mgr.Announce(id, desktop.EventRecording, in.ID+" "+in.State)
+		mgr.Events().Announce(id, desktop.EventRecording, in.ID+" "+in.State)
 	})
 	fctx, stopFollow := context.WithCancel(ctx)
 	t.Cleanup(stopFollow)
-	go recs.Follow(fctx, mgr)
+	go recs.Follow(fctx, mgr.Events())
 	pulls := &fanout.Broker[api.Event]{}
 	srv := web.New(web.Config{Manager: mgr, Drive: svc, Token: testToken, Logger: log, Recordings: recs, PullEvents: pulls.Subscribe})
 	seen := &requestLog{}

@@ -74,7 +74,7 @@ func (s *Server) openVNCListener(c *gin.Context) {
 
 // closeWhenGone closes a desktop's listener when the desktop is deleted.
 func (s *Server) closeWhenGone(id string, entry *tcpListener) {
-	events, stop := s.cfg.Manager.Subscribe()
+	events, stop := s.cfg.Manager.Events().Subscribe()
 	defer stop()
 	for ev := range events {
 		if ev.Desktop.ID == id && (ev.Type == desktop.EventDeleted || !ev.Desktop.State.Live()) {

@@ -134,7 +134,7 @@ func (e *env) newManager(t *testing.T) *desktop.Manager {
 	m := desktop.NewManager(context.Background(), desktop.Config{
 		Driver: e.drv, Store: e.store, Catalog: e.catalog, Logger: e.h.Logger, Limits: e.limits,
 	})
-	events, stop := m.Subscribe()
+	events, stop := m.Events().Subscribe()
 	e.mu.Lock()
 	e.stops = append(e.stops, stop)
 	e.mu.Unlock()

@@ -216,7 +216,7 @@ func killed(t *testing.T, h Harness) {
 	e := open(t, h)
 	d := e.create(t)
 	m := e.machine(t, d.ID)
-	events, stop := e.mgr.Subscribe()
+	events, stop := e.mgr.Events().Subscribe()
 	defer stop()
 	h.Kill(t, m)
 	ctx := e.ctx(t)

@@ -137,7 +137,7 @@ func TestLibvirtdRestartKeepsDesktops(t *testing.T) {
 	drivable(ctx, t, machines[1])
 
 	// Lifecycle events arrive on the new connection.
-	events, stop := mgr.Subscribe()
+	events, stop := mgr.Events().Subscribe()
 	defer stop()
 	if err := syscall.Kill(machines[0].Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)

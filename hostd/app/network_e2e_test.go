@@ -134,7 +134,7 @@ func testNetworkPolicy(t *testing.T, driver string) {
 	app1 := loopbackServer(t, "hello from the host")
 	app2 := loopbackServer(t, "another host service")
 	api1 := portOf(t, h.srv.URL)
-	events, stop := h.a.Manager.Subscribe()
+	events, stop := h.a.Manager.Events().Subscribe()
 	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -238,7 +238,7 @@ func testNetworkPolicy(t *testing.T, driver string) {
 		t.Errorf("an allow entry for 127.0.0.0/8: %v, want a 400 pointing to host:PORT", err)
 	}
 	setPolicy(t, h, id, netpolicy.Policy{Mode: netpolicy.Open})
-	events2, stop2 := h.a.Manager.Subscribe()
+	events2, stop2 := h.a.Manager.Events().Subscribe()
 	defer stop2()
 	reroute := "ip route del local 127.0.0.0/8 dev lo table local && for f in /proc/sys/net/ipv4/conf/*/route_localnet; do echo 1 > $f; done && " +
 		"ip route add 127.0.0.0/8 via 10.0.2.2 && echo rerouted"

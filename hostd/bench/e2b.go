@@ -77,7 +77,7 @@ func (e *env) e2bSuite(ctx context.Context) error {
 	serve := func(guestOnly bool) *httptest.Server {
 		return httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log,
 			E2B: func(daemonToken func() string) http.Handler {
-				return e2b.New(srvCtx, e2b.Config{Desktops: e.mgr, Guest: svc, DaemonToken: daemonToken,
+				return e2b.New(srvCtx, e2b.Config{Desktops: e.mgr, Events: e.mgr.Events(), Guest: svc, DaemonToken: daemonToken,
 					Templates: map[string]string{"desktop": snap.Name}, GuestOnly: guestOnly, Logger: e.log})
 			}}).Handler())
 	}
