@@ -12,9 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 
-	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/e2b"
@@ -22,7 +20,6 @@ import (
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
-	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/internal/tokenfile"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/recording"
@@ -38,8 +35,8 @@ type App struct {
 	Driver  desktop.Driver
 	Catalog *desktop.Catalog
 	Store   store.Records
-	// fleet is this host's part in a fleet; nil on a single host.
-	fleet   *fleetHost
+	// node is this host's part in a fleet; nil on a single host.
+	node    *fleet.Node
 	Manager *desktop.Manager
 	Mirrors *drive.Mirrors
 	// Networks are the guests' egress networks.
@@ -70,17 +67,12 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	if cfg.Cluster.Name != "" {
-		if a.fleet, err = openFleet(ctx, cfg, log); err != nil {
+		if a.node, err = openNode(ctx, cfg, a.Token, log); err != nil {
 			return nil, err
 		}
-		a.Store = a.fleet
-		if err := a.adoptFleetToken(ctx); err != nil {
-			a.Close()
-			return nil, err
-		}
-		if err := a.fleet.startGeneration(ctx); err != nil {
-			a.Close()
-			return nil, err
+		a.Store = a.node
+		if tok := a.node.Token(); tok != a.Token { // another host's, kept in the token file
+			a.Token, a.NewToken = tok, false
 		}
 	} else if a.Store, err = store.Open(cfg.Records()); err != nil {
 		return nil, err
@@ -115,12 +107,15 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Volumes:   a.Volumes,
 	})
 	metrics.Watch(a.Manager)
+	if a.node != nil {
+		a.node.Attach(a.Manager, cfg.Limits, imageBuilt(cfg.CacheDir))
+	}
 	if err := a.Manager.Recover(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
-	if a.fleet != nil {
-		if err := a.fleet.reconcile(ctx, a.Manager); err != nil {
+	if a.node != nil {
+		if err := a.node.Reconcile(ctx); err != nil {
 			a.Close()
 			return nil, err
 		}
@@ -132,28 +127,23 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
-	a.Web = web.New(web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
+	wc := web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
-		Fleet:          a.fleetStatus(),
-		Locate:         a.fleetLocate(),
-		Place:          a.fleetPlace(),
-		Drain:          a.fleetDrain(),
-		Others:         a.fleetOthers(),
-		Peers:          a.fleetPeers(),
-		PullEvents:     a.fleetPullEvents(),
-		EnsureSnapshot: a.fleetEnsure(),
-		HostName:       a.fleetHostName(),
-		RotateToken:    a.tokenRotation(),
-		Images:         web.ImagesIn(cfg.CacheDir),
+		RotateToken: func() (string, error) { return tokenfile.Rotate(cfg.TokenFile()) },
+		Images:      web.ImagesIn(cfg.CacheDir),
 		E2B: func(daemonToken func() string) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
 			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Events: a.Manager.Events(), Guest: a.Drive, DaemonToken: daemonToken,
 				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Logger: log})
-		}})
-	if a.fleet != nil {
+		}}
+	if a.node != nil {
+		wireFleet(&wc, a.node, cfg.Cluster.Host)
+	}
+	a.Web = web.New(wc)
+	if a.node != nil {
 		// A rotation on any host of the fleet holds on every host.
-		a.fleet.followToken(cfg.TokenFile(), a.Web.SetToken)
+		a.node.FollowToken(a.Web.SetToken)
 	}
 	return a, nil
 }
@@ -180,94 +170,6 @@ func (a *App) Close() {
 	}
 }
 
-// tokenRotation rotates the daemon's token in its file; in a fleet, in
-// etcd first, for every host.
-func (a *App) tokenRotation() func() (string, error) {
-	if a.fleet != nil {
-		return func() (string, error) { return a.fleet.rotateToken(a.cfg.TokenFile()) }
-	}
-	return func() (string, error) { return tokenfile.Rotate(a.cfg.TokenFile()) }
-}
-
-// fleetHostName is this host's name in its fleet; "" on a single host.
-func (a *App) fleetHostName() string {
-	if a.fleet == nil {
-		return ""
-	}
-	return a.cfg.Cluster.Host
-}
-
-// fleetLocate finds the host that runs a desktop; nil on a single host.
-func (a *App) fleetLocate() web.Locator {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.locate
-}
-
-// fleetEnsure pulls a snapshot this host lacks before a create; nil on a
-// single host.
-func (a *App) fleetEnsure() func(context.Context, string) error {
-	if a.fleet == nil {
-		return nil
-	}
-	return func(ctx context.Context, name string) error {
-		hasImage := func(hash string) bool {
-			ims, _ := images.List(a.cfg.CacheDir)
-			return slices.ContainsFunc(ims, func(im images.Image) bool { return im.Hash == hash })
-		}
-		return a.fleet.ensureSnapshot(ctx, a.Catalog, a.Driver.Shape(), hasImage, name)
-	}
-}
-
-// fleetOthers lists the other hosts' desktops; nil on a single host.
-func (a *App) fleetOthers() func(context.Context) ([]web.RemoteDesktop, error) {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.others
-}
-
-// fleetPeers lists the other hosts' API addresses; nil on a single host.
-func (a *App) fleetPeers() func(context.Context) ([]string, error) {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.peers
-}
-
-// fleetPullEvents subscribes to this host's pulls; nil on a single host.
-func (a *App) fleetPullEvents() func() (<-chan api.Event, func()) {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.pullEvents
-}
-
-// fleetDrain drains fleet hosts; nil on a single host.
-func (a *App) fleetDrain() func(context.Context, string, bool) error {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.drain
-}
-
-// fleetPlace places creates in the fleet; nil on a single host.
-func (a *App) fleetPlace() web.Placer {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.place
-}
-
-// fleetStatus is the web's view of the fleet; nil on a single host.
-func (a *App) fleetStatus() func(context.Context) (api.Fleet, error) {
-	if a.fleet == nil {
-		return nil
-	}
-	return a.fleet.status
-}
-
 // Serve listens and serves until ctx ends, then shuts down gracefully:
 // it stops accepting, lets in-flight requests finish within the grace
 // period, and leaves desktops running (or hibernates them, if configured).
@@ -283,8 +185,8 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("write address: %w", err)
 	}
 	defer os.Remove(a.cfg.AddressFile())
-	if a.fleet != nil {
-		if err := a.fleet.join(ctx, addr, func() fleet.Host { return describeHost(a.Manager) }); err != nil {
+	if a.node != nil {
+		if err := a.node.Join(ctx, addr); err != nil {
 			ln.Close()
 			return err
 		}

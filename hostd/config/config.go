@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/fleet"
 )
 
 // Paths are where hostd keeps things.
@@ -144,6 +145,16 @@ type Cluster struct {
 	// EtcdKey are the client TLS files for it (https endpoints).
 	Endpoints                 string
 	EtcdCA, EtcdCert, EtcdKey string
+}
+
+// Node is the fleet node's configuration for this host, whose member
+// keeps its data under stateDir and whose token file is tokenFile.
+func (c Cluster) Node(stateDir, tokenFile string) fleet.NodeConfig {
+	return fleet.NodeConfig{
+		Cluster: c.Name, Host: c.Host, Peers: c.Peers, Certs: c.Certs, PeerPort: c.PeerPort, ClientPort: c.ClientPort,
+		Advertise: c.Advertise, Endpoints: c.Endpoints, EtcdCA: c.EtcdCA, EtcdCert: c.EtcdCert, EtcdKey: c.EtcdKey,
+		Lease: c.Lease, StateDir: stateDir, TokenFile: tokenFile,
+	}
 }
 
 // DefaultServe returns the defaults.

@@ -1,13 +1,6 @@
-package app
+package fleet
 
-import (
-	"path/filepath"
-	"strings"
-	"testing"
-
-	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/hostd/store"
-)
+import "testing"
 
 func TestAdvertiseAddress(t *testing.T) {
 	for _, tt := range []struct{ flag, listen, peer, want string }{
@@ -26,25 +19,5 @@ func TestAdvertiseAddress(t *testing.T) {
 	}
 	if _, err := advertiseAddress("", "0.0.0.0:8787", ""); err == nil {
 		t.Error("an external etcd's host listening everywhere advertised no address, without an error")
-	}
-}
-
-// A state directory whose single-host records hold desktops does not
-// become a fleet host; an empty one does.
-func TestSingleHostRecordsStayOutOfAFleet(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "records.db")
-	if err := refuseSingleHostRecords(path); err != nil {
-		t.Fatalf("no records file: %v", err)
-	}
-	st, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.PutDesktop(desktop.Desktop{ID: "d-1", State: desktop.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	if err := refuseSingleHostRecords(path); err == nil || !strings.Contains(err.Error(), "1 desktops and 0 volumes") {
-		t.Fatalf("records with a desktop: %v, want refused", err)
 	}
 }
