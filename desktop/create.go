@@ -228,7 +228,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	}
 	Fault(FaultCreateRecorded)
 	MarkPhase(ctx, "recorded")
-	e := &entry{d: d, guestReady: make(chan struct{}), onCreate: onCreate}
+	e := &entry{d: d, guest: guestState{ready: make(chan struct{}), onCreate: onCreate}}
 	e.op.Lock()
 	defer e.op.Unlock()
 	m.mu.Lock()
@@ -270,7 +270,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		}
 	}
 	set := m.machineUp(e, mach, true, req.Clock)
-	if err := m.waitClock(ctx, e, set); err != nil {
+	if err := m.setup.waitClock(ctx, e, set); err != nil {
 		m.abandon(e, mach)
 		return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
 	}

@@ -75,6 +75,8 @@ type Manager struct {
 	obs     Observer
 	events  *Events
 	now     func() time.Time
+	// setup sets guests up after their restores.
+	setup *guestSetup
 	// capacity holds the caps and admits what would take resources.
 	capacity capacity
 
@@ -115,9 +117,16 @@ type entry struct {
 	// expectExit is set while an operation (hibernate, delete) ends the
 	// machine on purpose, so the watcher does not call it a failure.
 	expectExit bool
-	// guestReady closes once the guest has its own clock and identity,
-	// and has run its snapshot's on_create commands.
-	guestReady chan struct{}
+	// guest is where its guest's set-up stands.
+	guest guestState
+}
+
+// guestState is where a desktop's guest set-up stands, guarded by the
+// entry's mu.
+type guestState struct {
+	// ready closes once the guest has its own clock and identity, and
+	// has run its snapshot's on_create commands.
+	ready chan struct{}
 	// onCreate are the commands a new desktop runs once restored.
 	onCreate []string
 	// settingFor is the machine whose guest's clock and identity a
@@ -164,6 +173,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
 	m.events = &Events{get: m.Get, now: m.now}
+	m.setup = &guestSetup{base: m.base, log: m.log, now: m.now, store: m.store, events: m.events}
 	return m
 }
 
@@ -241,7 +251,7 @@ func (m *Manager) Machine(ctx context.Context, id string, guest bool) (Machine, 
 		return nil, Desktop{}, err
 	}
 	e.mu.Lock()
-	mach, d, ready := e.m, e.d, e.guestReady
+	mach, d, ready := e.m, e.d, e.guest.ready
 	e.mu.Unlock()
 	if mach == nil || !d.State.Live() {
 		return nil, d, &TransitionError{ID: id, From: d.State, Action: "use"}

@@ -91,20 +91,20 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	e.d.LastUsedAt = now
 	e.d.Clock, e.d.ClockOffset = clock, 0
 	e.d.Setup = nil
-	e.onCreate = nil
+	e.guest.onCreate = nil
 	if d.ForkOf == "" && len(snap.Manifest.OnCreate) > 0 {
-		e.onCreate = snap.Manifest.OnCreate
-		e.d.Setup = &Setup{State: SetupRunning, Commands: len(e.onCreate)}
+		e.guest.onCreate = snap.Manifest.OnCreate
+		e.d.Setup = &Setup{State: SetupRunning, Commands: len(e.guest.onCreate)}
 	}
 	e.d.GuestPending = true
-	e.guestReady = make(chan struct{})
+	e.guest.ready = make(chan struct{})
 	d = e.d
 	e.mu.Unlock()
 	if err := m.store.PutDesktop(d); err != nil {
 		m.log.Error("record a reset desktop", "desktop", id, "err", err)
 	}
 	set := m.machineUp(e, mach, true, clock)
-	clockErr := m.waitClock(ctx, e, set)
+	clockErr := m.setup.waitClock(ctx, e, set)
 	// Reset whatever the clock: what follows the desktop (input state, the
 	// viewer) must hear of its new machine.
 	d = e.snapshot()

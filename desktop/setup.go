@@ -9,9 +9,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"time"
 )
+
+// guestSetup sets guests up after their restores. It holds nothing of the
+// Manager's: it reaches only the entry it is given (under e.mu), writes
+// that desktop's record through putBeside, and publishes on events.
+type guestSetup struct {
+	// base is the context set-ups run under: a create's caller going away
+	// does not cut its guest's set-up short.
+	base   context.Context
+	log    *slog.Logger
+	now    func() time.Time
+	store  Store
+	events *Events
+}
 
 // Bounds on a snapshot's on_create commands: each may take a while (an
 // app's first settings under TCG), all of them together are bounded so a
@@ -26,7 +40,7 @@ const (
 // guest agent, stopping at the first that fails, and records the outcome
 // on the desktop and as an event: a failure is never only in a log.
 // notReady is why the guest could not take them, if it could not.
-func (m *Manager) runSetup(ctx context.Context, e *entry, mach Machine, cmds []string, notReady error) {
+func (g *guestSetup) runSetup(ctx context.Context, e *entry, mach Machine, cmds []string, notReady error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	start := time.Now()
@@ -63,15 +77,15 @@ func (m *Manager) runSetup(ctx context.Context, e *entry, mach Machine, cmds []s
 	e.d.Setup = &s
 	d := e.d
 	e.mu.Unlock()
-	if err := m.putBeside(e, d); err != nil {
-		m.log.Error("record a desktop's setup", "desktop", d.ID, "err", err)
+	if err := g.putBeside(e, d); err != nil {
+		g.log.Error("record a desktop's setup", "desktop", d.ID, "err", err)
 	}
 	summary := fmt.Sprintf("on_create: %d commands done in %.1fs", s.Commands, s.Seconds)
 	if s.State == SetupFailed {
 		summary = fmt.Sprintf("on_create command %d of %d failed (%s): exit %d %s", s.Failed, s.Commands, s.Command, s.ExitCode, s.Error)
-		m.log.Warn("on_create failed", "desktop", d.ID, "command", s.Command, "exit", s.ExitCode, "err", s.Error, "output", s.Output)
+		g.log.Warn("on_create failed", "desktop", d.ID, "command", s.Command, "exit", s.ExitCode, "err", s.Error, "output", s.Output)
 	}
-	m.events.publish(EventSetup, d, summary)
+	g.events.publish(EventSetup, d, summary)
 }
 
 // tail keeps the last n bytes of s.
@@ -96,40 +110,40 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *tim
 	// The channel of this machine: a wake while this one's setup runs
 	// makes a new one, which only the woken machine's goroutine closes.
 	e.mu.Lock()
-	ready := e.guestReady
+	ready := e.guest.ready
 	e.mu.Unlock()
 	if !personalize {
 		closeReady(e, ready)
 		return nil
 	}
-	return m.setUpGuest(e, mach, start, ready)
+	return m.setup.setUpGuest(e, mach, start, ready)
 }
 
 // setUpGuest sets a fresh machine's guest clock and identity in the
 // background, then runs its on_create commands, and closes ready when
 // done. The record's GuestPending is cleared once clock and identity are
 // set, so a restart before then sets them again.
-func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready chan struct{}) <-chan clockSet {
+func (g *guestSetup) setUpGuest(e *entry, mach Machine, start *time.Time, ready chan struct{}) <-chan clockSet {
 	d := e.snapshot()
 	var set chan clockSet
 	if start != nil {
 		set = make(chan clockSet, 1)
 	}
 	e.mu.Lock()
-	e.settingFor = mach
+	e.guest.settingFor = mach
 	e.mu.Unlock()
 	go func() {
 		defer closeReady(e, ready)
 		defer func() {
 			e.mu.Lock()
-			if e.settingFor == mach {
-				e.settingFor = nil
+			if e.guest.settingFor == mach {
+				e.guest.settingFor = nil
 			}
 			e.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(m.base, time.Minute)
+		ctx, cancel := context.WithTimeout(g.base, time.Minute)
 		defer cancel()
-		hostNow := m.now()
+		hostNow := g.now()
 		guestNow := hostNow.Add(d.ClockOffset)
 		if start != nil {
 			guestNow = *start
@@ -151,24 +165,24 @@ func (m *Manager) setUpGuest(e *entry, mach Machine, start *time.Time, ready cha
 			case <-mach.Exited():
 			default:
 				if !ending {
-					m.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
+					g.log.Warn("guest clock and identity not set", "desktop", d.ID, "err", err)
 					if cmds := takeOnCreate(e); len(cmds) > 0 {
-						m.runSetup(m.base, e, mach, cmds, err)
+						g.runSetup(g.base, e, mach, cmds, err)
 					}
 				}
 			}
 			return
 		}
-		m.guestSetUp(e, mach)
+		g.guestSetUp(e, mach)
 		if cmds := takeOnCreate(e); len(cmds) > 0 {
-			m.runSetup(m.base, e, mach, cmds, nil)
+			g.runSetup(g.base, e, mach, cmds, nil)
 		}
 	}()
 	return set
 }
 
 // guestSetUp records that mach's guest has its own clock and identity.
-func (m *Manager) guestSetUp(e *entry, mach Machine) {
+func (g *guestSetup) guestSetUp(e *entry, mach Machine) {
 	e.mu.Lock()
 	if e.m != mach || !e.d.GuestPending || e.d.State == StateDeleted || e.d.State == StateStopping {
 		e.mu.Unlock()
@@ -177,8 +191,8 @@ func (m *Manager) guestSetUp(e *entry, mach Machine) {
 	e.d.GuestPending = false
 	d := e.d
 	e.mu.Unlock()
-	if err := m.putBeside(e, d); err != nil {
-		m.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
+	if err := g.putBeside(e, d); err != nil {
+		g.log.Error("record that a guest's clock and identity are set", "desktop", d.ID, "err", err)
 	}
 }
 
@@ -189,16 +203,16 @@ func (m *Manager) guestSetUp(e *entry, mach Machine) {
 // record is checked against the desktop afterwards and written again (or
 // deleted) if they differ. The entry's lock is not held across the write:
 // a fleet's store may take a while.
-func (m *Manager) putBeside(e *entry, d Desktop) error {
-	if err := m.store.PutDesktop(d); err != nil {
+func (g *guestSetup) putBeside(e *entry, d Desktop) error {
+	if err := g.store.PutDesktop(d); err != nil {
 		return err
 	}
 	now := e.snapshot()
 	switch {
 	case now.State == StateDeleted:
-		return m.store.DeleteDesktop(now.ID)
+		return g.store.DeleteDesktop(now.ID)
 	case !reflect.DeepEqual(now, d):
-		return m.store.PutDesktop(now)
+		return g.store.PutDesktop(now)
 	}
 	return nil
 }
@@ -206,18 +220,18 @@ func (m *Manager) putBeside(e *entry, d Desktop) error {
 // finishGuestSetUp sets the clock and identity of a resumed desktop whose
 // guest never got them (a pause or a restart of hostd cut that short).
 // Callers that wait for its guest wait for that too.
-func (m *Manager) finishGuestSetUp(e *entry) {
+func (g *guestSetup) finishGuestSetUp(e *entry) {
 	e.mu.Lock()
 	mach := e.m
-	if !e.d.GuestPending || mach == nil || e.settingFor == mach || e.d.State != StateRunning {
+	if !e.d.GuestPending || mach == nil || e.guest.settingFor == mach || e.d.State != StateRunning {
 		e.mu.Unlock()
 		return
 	}
-	e.settingFor = mach // in this critical section: two resumes start one
-	e.guestReady = make(chan struct{})
-	ready := e.guestReady
+	e.guest.settingFor = mach // in this critical section: two resumes start one
+	e.guest.ready = make(chan struct{})
+	ready := e.guest.ready
 	e.mu.Unlock()
-	m.setUpGuest(e, mach, nil, ready)
+	g.setUpGuest(e, mach, nil, ready)
 }
 
 // clockSet is how setting a guest's asked-for clock went: the offset of
@@ -230,7 +244,7 @@ type clockSet struct {
 // waitClock waits for the guest's clock to be set to the time a create or
 // reset asked for, and records the offset it makes (a wake keeps it).
 // Nothing to wait for (set is nil) is success.
-func (m *Manager) waitClock(ctx context.Context, e *entry, set <-chan clockSet) error {
+func (g *guestSetup) waitClock(ctx context.Context, e *entry, set <-chan clockSet) error {
 	if set == nil {
 		return nil
 	}
@@ -247,7 +261,7 @@ func (m *Manager) waitClock(ctx context.Context, e *entry, set <-chan clockSet) 
 	e.d.ClockOffset = r.offset
 	d := e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
+	if err := g.store.PutDesktop(d); err != nil {
 		return fmt.Errorf("record the guest's clock: %w", err)
 	}
 	return nil
@@ -258,8 +272,8 @@ func (m *Manager) waitClock(ctx context.Context, e *entry, set <-chan clockSet) 
 func takeOnCreate(e *entry) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cmds := e.onCreate
-	e.onCreate = nil
+	cmds := e.guest.onCreate
+	e.guest.onCreate = nil
 	return cmds
 }
 
