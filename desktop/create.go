@@ -208,7 +208,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		onCreate = snap.Manifest.OnCreate
 		d.Setup = &Setup{State: SetupRunning, Commands: len(onCreate)}
 	}
-	mounts, err := m.checkCreateVolumes(req.Volumes)
+	mounts, err := m.vols.checkCreateVolumes(req.Volumes)
 	if err != nil {
 		return Desktop{}, err
 	}
@@ -216,7 +216,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	if plan.inState != nil {
 		claims = plan.inState
 	}
-	releaseVolumes, err := m.claimVolumes(id, claims)
+	releaseVolumes, err := m.vols.claimVolumes(id, claims)
 	if err != nil {
 		return Desktop{}, err
 	}
@@ -264,7 +264,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	// runs one command at a time, and setting the clock waits on the RTC
 	// (hwclock), which the create need not wait for.
 	for _, v := range mounts {
-		if err := m.attachLocked(ctx, e, v, false); err != nil {
+		if err := m.vols.attachLocked(ctx, e, v, false); err != nil {
 			m.abandon(e, mach)
 			return Desktop{}, fmt.Errorf("create: %w; the desktop was removed", err)
 		}

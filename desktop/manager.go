@@ -99,10 +99,8 @@ type Manager struct {
 	mu       sync.Mutex
 	desktops map[string]*entry
 	held     map[string]int // snapshots a fork in flight holds
-	// vols is the volume registry; claims are the holds of attaches and
-	// archives in flight, by volume, beside the desktops' records.
-	vols    *volume.Registry
-	claims  map[string][]volume.Holder
+	// vols lends volumes; its claims are guarded by mu.
+	vols    *Volumes
 	ttlKick chan struct{}
 }
 
@@ -166,13 +164,13 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	}
 	m := &Manager{
 		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, obs: c.Observer,
-		vols: c.Volumes, claims: map[string][]volume.Holder{},
 		now: time.Now, base: context.WithoutCancel(ctx),
 		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
 		closed: make(chan struct{}),
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
 	m.events = &Events{get: m.Get, now: m.now}
+	m.vols = &Volumes{m: m, reg: c.Volumes, claims: map[string][]volume.Holder{}}
 	m.setup = &guestSetup{base: m.base, log: m.log, now: m.now, store: m.store, events: m.events}
 	return m
 }
@@ -204,6 +202,9 @@ func (m *Manager) publish(t EventType, d Desktop) {
 
 // Events is the stream of the desktops' events.
 func (m *Manager) Events() *Events { return m.events }
+
+// Volumes lends the host's volumes to desktops and to the host.
+func (m *Manager) Volumes() *Volumes { return m.vols }
 
 func (m *Manager) lookup(id string) (*entry, error) {
 	m.mu.Lock()

@@ -114,14 +114,14 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	}()
 	e.op.Lock()
 	src = e.snapshot()
-	tops, err := m.planForkVolumes(e, src)
+	tops, err := m.vols.planForkVolumes(e, src)
 	var snap Snapshot
 	if err == nil {
 		snap, err = m.snapshotLocked(ctx, e, name, true, tops)
 	}
 	var frozen map[int]volumeState
 	if len(src.Volumes) > 0 {
-		frozen = m.recordForkVolumes(e, src, tops)
+		frozen = m.vols.recordForkVolumes(e, src, tops)
 	}
 	e.op.Unlock()
 	if err != nil {
@@ -145,7 +145,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			if len(src.Volumes) > 0 {
 				// Branches are named after the copy's id: copies' names
 				// repeat from fork to fork, and branches outlive copies.
-				plan.inState, plan.disks, branches[i], errs[i] = m.branchVolumes(ctx, src, frozen, plan.id)
+				plan.inState, plan.disks, branches[i], errs[i] = m.vols.branchVolumes(ctx, src, frozen, plan.id)
 				if errs[i] != nil {
 					return
 				}
@@ -163,7 +163,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 			}
 			for _, bs := range branches {
 				for _, b := range bs {
-					if rerr := m.RemoveVolume(b); rerr != nil {
+					if rerr := m.vols.Remove(b); rerr != nil {
 						m.log.Warn("remove the volume branch of a failed fork", "volume", b, "err", rerr)
 					}
 				}

@@ -169,7 +169,7 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	e.d.State = StateStopping
 	d := e.d
 	e.mu.Unlock()
-	m.releaseVolumes(m.base, before, mach)
+	m.vols.releaseVolumes(m.base, before, mach)
 	m.store.PutDesktop(d)
 	m.publish(EventState, d)
 	if m.obs != nil && mach != nil {

@@ -12,10 +12,20 @@ import (
 	"github.com/warmdesk/warmdesk/volume"
 )
 
-// Volumes: who holds a volume is read from the desktops' records (every
-// desktop that is not failed or deleted holds what it lists) plus the
-// claims of attaches and archives in flight, all under m.mu, so two
-// attaches cannot both win a read-write hold.
+// Volumes lends the host's volumes: to desktops (attach, detach, a fork's
+// branches) and to the host itself (archive, fill, removal). Who holds a
+// volume is read from the desktops' records (every desktop not deleted
+// holds what it lists) plus the claims of attaches and archives in flight,
+// all under the Manager's mu, so two attaches cannot both win a
+// read-write hold.
+type Volumes struct {
+	m *Manager
+	// reg is the registry; nil when volumes are off.
+	reg *volume.Registry
+	// claims are the holds of attaches and archives in flight, by volume,
+	// guarded by m.mu.
+	claims map[string][]volume.Holder
+}
 
 // archiveHolder names an archive in flight among a volume's holders.
 const archiveHolder = "(archive in progress)"
@@ -23,26 +33,26 @@ const archiveHolder = "(archive in progress)"
 // guestVolumeTimeout bounds a mount or unmount in the guest.
 const guestVolumeTimeout = 30 * time.Second
 
-// Volumes is the volume registry, nil when volumes are off.
-func (m *Manager) Volumes() *volume.Registry { return m.vols }
+// Registry is the volume registry, nil when volumes are off.
+func (vs *Volumes) Registry() *volume.Registry { return vs.reg }
 
-func (m *Manager) volumesOn() error {
-	if m.vols == nil {
+func (vs *Volumes) volumesOn() error {
+	if vs.reg == nil {
 		return fmt.Errorf("%w: volumes are not enabled on this host", ErrInvalid)
 	}
 	return nil
 }
 
-// VolumeHolders lists the desktops (and archives) holding a volume.
-func (m *Manager) VolumeHolders(name string) []volume.Holder {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.holdersLocked(name)
+// Holders lists the desktops (and archives) holding a volume.
+func (vs *Volumes) Holders(name string) []volume.Holder {
+	vs.m.mu.Lock()
+	defer vs.m.mu.Unlock()
+	return vs.holdersLocked(name)
 }
 
-func (m *Manager) holdersLocked(name string) []volume.Holder {
+func (vs *Volumes) holdersLocked(name string) []volume.Holder {
 	var out []volume.Holder
-	for _, e := range m.desktops {
+	for _, e := range vs.m.desktops {
 		// A failed desktop still holds its volumes until it is deleted:
 		// its machine may not have ended (a delete that failed).
 		d := e.snapshot()
@@ -55,40 +65,40 @@ func (m *Manager) holdersLocked(name string) []volume.Holder {
 			}
 		}
 	}
-	out = append(out, m.claims[name]...)
+	out = append(out, vs.claims[name]...)
 	slices.SortFunc(out, func(a, b volume.Holder) int { return strings.Compare(a.Desktop, b.Desktop) })
 	return out
 }
 
 // claimVolume holds a volume for who in mode while an attach or archive
 // runs, under the attachment rules.
-func (m *Manager) claimVolume(name, who string, mode volume.Mode) (release func(), err error) {
-	v, err := m.vols.Get(name)
+func (vs *Volumes) claimVolume(name, who string, mode volume.Mode) (release func(), err error) {
+	v, err := vs.reg.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := volume.CheckAttach(v, m.holdersLocked(name), who, mode); err != nil {
+	vs.m.mu.Lock()
+	defer vs.m.mu.Unlock()
+	if err := volume.CheckAttach(v, vs.holdersLocked(name), who, mode); err != nil {
 		return nil, err
 	}
 	h := volume.Holder{Desktop: who, Mode: mode}
-	m.claims[name] = append(m.claims[name], h)
+	vs.claims[name] = append(vs.claims[name], h)
 	return func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		cs := m.claims[name]
+		vs.m.mu.Lock()
+		defer vs.m.mu.Unlock()
+		cs := vs.claims[name]
 		if i := slices.Index(cs, h); i >= 0 {
-			m.claims[name] = slices.Delete(cs, i, i+1)
+			vs.claims[name] = slices.Delete(cs, i, i+1)
 		}
-		if len(m.claims[name]) == 0 {
-			delete(m.claims, name)
+		if len(vs.claims[name]) == 0 {
+			delete(vs.claims, name)
 		}
 	}, nil
 }
 
 // claimVolumes claims each volume a create asks for; all or none.
-func (m *Manager) claimVolumes(id string, ms []volume.Mount) (release func(), err error) {
+func (vs *Volumes) claimVolumes(id string, ms []volume.Mount) (release func(), err error) {
 	var releases []func()
 	release = func() {
 		for _, r := range releases {
@@ -96,7 +106,7 @@ func (m *Manager) claimVolumes(id string, ms []volume.Mount) (release func(), er
 		}
 	}
 	for _, v := range ms {
-		r, err := m.claimVolume(v.Name, id, v.Mode)
+		r, err := vs.claimVolume(v.Name, id, v.Mode)
 		if err != nil {
 			release()
 			return nil, err
@@ -107,11 +117,11 @@ func (m *Manager) claimVolumes(id string, ms []volume.Mount) (release func(), er
 }
 
 // checkCreateVolumes checks and numbers the volumes a create asks for.
-func (m *Manager) checkCreateVolumes(ms []volume.Mount) ([]volume.Mount, error) {
+func (vs *Volumes) checkCreateVolumes(ms []volume.Mount) ([]volume.Mount, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
-	if err := m.volumesOn(); err != nil {
+	if err := vs.volumesOn(); err != nil {
 		return nil, err
 	}
 	out := make([]volume.Mount, len(ms))
@@ -125,18 +135,18 @@ func (m *Manager) checkCreateVolumes(ms []volume.Mount) ([]volume.Mount, error) 
 	return out, nil
 }
 
-// AttachVolume attaches a volume to a live desktop and mounts it in the
+// Attach attaches a volume to a live desktop and mounts it in the
 // guest. When the hot-plug or the mount fails, the desktop runs on without
 // the volume and the error says why.
-func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount) (Desktop, error) {
-	if err := m.volumesOn(); err != nil {
+func (vs *Volumes) Attach(ctx context.Context, id string, req volume.Mount) (Desktop, error) {
+	if err := vs.volumesOn(); err != nil {
 		return Desktop{}, err
 	}
 	req = req.Normalize()
 	if err := req.Validate(); err != nil {
 		return Desktop{}, err
 	}
-	e, err := m.lookup(id)
+	e, err := vs.m.lookup(id)
 	if err != nil {
 		return Desktop{}, err
 	}
@@ -153,12 +163,12 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 		return d, err
 	}
 	req.Slot = volume.FreeSlot(d.Volumes)
-	release, err := m.claimVolume(req.Name, id, req.Mode)
+	release, err := vs.claimVolume(req.Name, id, req.Mode)
 	if err != nil {
 		return d, err
 	}
 	defer release()
-	if err := m.attachLocked(ctx, e, req, true); err != nil {
+	if err := vs.attachLocked(ctx, e, req, true); err != nil {
 		return e.snapshot(), err
 	}
 	return e.snapshot(), nil
@@ -166,15 +176,15 @@ func (m *Manager) AttachVolume(ctx context.Context, id string, req volume.Mount)
 
 // attachLocked hot-plugs and mounts one claimed volume on a desktop whose
 // op lock the caller holds, then records it.
-func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount, announce bool) error {
+func (vs *Volumes) attachLocked(ctx context.Context, e *entry, req volume.Mount, announce bool) error {
 	e.mu.Lock()
 	mach, id := e.m, e.d.ID
 	e.mu.Unlock()
 	vm, ok := mach.(VolumeMachine)
 	if !ok {
-		return fmt.Errorf("%w: the %s driver does not attach volumes yet", ErrInvalid, m.drv.Name())
+		return fmt.Errorf("%w: the %s driver does not attach volumes yet", ErrInvalid, vs.m.drv.Name())
 	}
-	v, err := m.vols.Get(req.Name)
+	v, err := vs.reg.Get(req.Name)
 	if err != nil {
 		return err
 	}
@@ -196,41 +206,41 @@ func (m *Manager) attachLocked(ctx context.Context, e *entry, req volume.Mount, 
 		}
 		// Still plugged: the desktop keeps holding it, so nobody else
 		// can write it; a detach may succeed later.
-		m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
-		m.recordVolume(e, mach, req)
+		vs.m.log.Warn("unplug a volume the guest did not mount", "desktop", id, "volume", req.Name, "err", derr)
+		vs.recordVolume(e, mach, req)
 		return fmt.Errorf("volume %s: %w; it could not be unplugged (%v) and stays attached: detach it (DELETE /v1/desktops/%s/volumes/%s) or delete the desktop", req.Name, err, derr, id, req.Name)
 	}
 	MarkPhase(ctx, "volume_mounted")
-	m.log.Debug("volume attached", "desktop", id, "volume", req.Name, "plugged", plugged, "mounted", time.Since(start))
+	vs.m.log.Debug("volume attached", "desktop", id, "volume", req.Name, "plugged", plugged, "mounted", time.Since(start))
 	if req.Mode == volume.ReadWrite {
-		if err := m.vols.MarkFilled(req.Name); err != nil {
-			m.log.Warn("record a volume written", "volume", req.Name, "err", err)
+		if err := vs.reg.MarkFilled(req.Name); err != nil {
+			vs.m.log.Warn("record a volume written", "volume", req.Name, "err", err)
 		}
 	}
-	d := m.recordVolume(e, mach, req)
+	d := vs.recordVolume(e, mach, req)
 	if announce {
-		m.publish(EventVolumes, d)
+		vs.m.publish(EventVolumes, d)
 	}
 	return nil
 }
 
 // recordVolume records a volume the desktop holds.
-func (m *Manager) recordVolume(e *entry, mach Machine, req volume.Mount) Desktop {
+func (vs *Volumes) recordVolume(e *entry, mach Machine, req volume.Mount) Desktop {
 	e.mu.Lock()
 	e.d.Volumes = append(e.d.Volumes, req)
 	e.d.Machine = mach.Record()
 	d := e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
-		m.log.Error("record a desktop's volume", "desktop", d.ID, "err", err)
+	if err := vs.m.store.PutDesktop(d); err != nil {
+		vs.m.log.Error("record a desktop's volume", "desktop", d.ID, "err", err)
 	}
 	return d
 }
 
-// DetachVolume unmounts a volume in the guest (after syncing it), unplugs
+// Detach unmounts a volume in the guest (after syncing it), unplugs
 // it and keeps it. A volume the guest still uses is refused.
-func (m *Manager) DetachVolume(ctx context.Context, id, name string) (Desktop, error) {
-	e, err := m.lookup(id)
+func (vs *Volumes) Detach(ctx context.Context, id, name string) (Desktop, error) {
+	e, err := vs.m.lookup(id)
 	if err != nil {
 		return Desktop{}, err
 	}
@@ -254,7 +264,7 @@ func (m *Manager) DetachVolume(ctx context.Context, id, name string) (Desktop, e
 	}
 	vm, ok := mach.(VolumeMachine)
 	if !ok {
-		return d, fmt.Errorf("%w: the %s driver does not detach volumes", ErrInvalid, m.drv.Name())
+		return d, fmt.Errorf("%w: the %s driver does not detach volumes", ErrInvalid, vs.m.drv.Name())
 	}
 	if err := vm.DetachVolume(dctx, vol.Slot); err != nil && !errors.Is(err, ErrNotFound) {
 		return d, fmt.Errorf("volume %s: %w", name, err)
@@ -264,17 +274,17 @@ func (m *Manager) DetachVolume(ctx context.Context, id, name string) (Desktop, e
 	e.d.Machine = mach.Record()
 	d = e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
+	if err := vs.m.store.PutDesktop(d); err != nil {
 		return d, fmt.Errorf("volume %s: record: %w", name, err)
 	}
-	m.publish(EventVolumes, d)
+	vs.m.publish(EventVolumes, d)
 	return d, nil
 }
 
 // releaseVolumes syncs and unmounts a desktop's volumes before its machine
 // ends, so their filesystems are clean for the next desktop. Best effort:
 // the journal covers a guest that does not answer.
-func (m *Manager) releaseVolumes(ctx context.Context, d Desktop, mach Machine) {
+func (vs *Volumes) releaseVolumes(ctx context.Context, d Desktop, mach Machine) {
 	if len(d.Volumes) == 0 || mach == nil || d.State != StateRunning {
 		return
 	}
@@ -282,48 +292,48 @@ func (m *Manager) releaseVolumes(ctx context.Context, d Desktop, mach Machine) {
 	defer cancel()
 	for _, v := range d.Volumes {
 		if err := unmountInGuest(ctx, mach.Agent(), v.Mount); err != nil {
-			m.log.Warn("volume not unmounted before the desktop ended", "desktop", d.ID, "volume", v.Name, "err", err)
+			vs.m.log.Warn("volume not unmounted before the desktop ended", "desktop", d.ID, "volume", v.Name, "err", err)
 		}
 	}
 }
 
-// RemoveVolume deletes a volume no desktop holds.
-func (m *Manager) RemoveVolume(name string) error {
-	return m.withVolume(name, volume.ReadWrite, func() error { return m.vols.Remove(name) })
+// Remove deletes a volume no desktop holds.
+func (vs *Volumes) Remove(name string) error {
+	return vs.withVolume(name, volume.ReadWrite, func() error { return vs.reg.Remove(name) })
 }
 
-// FreezeVolume makes volume snapshot snap of a volume no desktop writes.
-func (m *Manager) FreezeVolume(ctx context.Context, name, snap string) (v volume.Volume, err error) {
-	err = m.withVolume(name, volume.ReadOnly, func() error {
-		v, err = m.vols.Freeze(ctx, name, snap)
+// Freeze makes volume snapshot snap of a volume no desktop writes.
+func (vs *Volumes) Freeze(ctx context.Context, name, snap string) (v volume.Volume, err error) {
+	err = vs.withVolume(name, volume.ReadOnly, func() error {
+		v, err = vs.reg.Freeze(ctx, name, snap)
 		return err
 	})
 	return v, err
 }
 
-// ExportVolume streams a tar of a volume no desktop writes.
-func (m *Manager) ExportVolume(ctx context.Context, name string, w io.Writer) error {
-	return m.withVolume(name, volume.ReadOnly, func() error { return m.vols.Export(ctx, name, w) })
+// Export streams a tar of a volume no desktop writes.
+func (vs *Volumes) Export(ctx context.Context, name string, w io.Writer) error {
+	return vs.withVolume(name, volume.ReadOnly, func() error { return vs.reg.Export(ctx, name, w) })
 }
 
-// ImportVolume fills a blank volume no desktop holds from a tar.
-func (m *Manager) ImportVolume(ctx context.Context, name string, r io.Reader) error {
-	return m.withVolume(name, volume.ReadWrite, func() error { return m.vols.Import(ctx, name, r) })
+// Import fills a blank volume no desktop holds from a tar.
+func (vs *Volumes) Import(ctx context.Context, name string, r io.Reader) error {
+	return vs.withVolume(name, volume.ReadWrite, func() error { return vs.reg.Import(ctx, name, r) })
 }
 
 // withVolume runs fn on a volume while holding it for the host's own use:
 // read-write (nobody else holds it: a removal, a fill) or read-only (no
 // desktop writes it: a freeze, an export).
-func (m *Manager) withVolume(name string, mode volume.Mode, fn func() error) error {
-	if err := m.volumesOn(); err != nil {
+func (vs *Volumes) withVolume(name string, mode volume.Mode, fn func() error) error {
+	if err := vs.volumesOn(); err != nil {
 		return err
 	}
 	var release func()
 	var err error
 	if mode == volume.ReadWrite {
-		release, err = m.claimAlone(name)
+		release, err = vs.claimAlone(name)
 	} else {
-		release, err = m.claimVolume(name, archiveHolder, mode)
+		release, err = vs.claimVolume(name, archiveHolder, mode)
 	}
 	if err != nil {
 		return err
@@ -334,15 +344,33 @@ func (m *Manager) withVolume(name string, mode volume.Mode, fn func() error) err
 
 // claimAlone claims a volume read-write for the host, failing with the
 // holders named when any desktop holds it.
-func (m *Manager) claimAlone(name string) (func(), error) {
-	if _, err := m.vols.Get(name); err != nil {
+func (vs *Volumes) claimAlone(name string) (func(), error) {
+	if _, err := vs.reg.Get(name); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	holders := m.holdersLocked(name)
-	m.mu.Unlock()
+	vs.m.mu.Lock()
+	holders := vs.holdersLocked(name)
+	vs.m.mu.Unlock()
 	if len(holders) > 0 {
 		return nil, volume.ErrBusy(name, holders)
 	}
-	return m.claimVolume(name, archiveHolder, volume.ReadWrite)
+	return vs.claimVolume(name, archiveHolder, volume.ReadWrite)
+}
+
+// CheckIdle checks the disk of every volume no desktop holds (hostd does
+// at start): one a crash damaged is marked so, and never attached.
+func (vs *Volumes) CheckIdle(ctx context.Context) {
+	if vs.reg == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, v := range vs.reg.List() {
+		if len(vs.Holders(v.Name)) > 0 || v.Frozen {
+			continue
+		}
+		if err := vs.reg.Check(ctx, v.Name); err != nil {
+			vs.m.log.Warn("volume not checked", "volume", v.Name, "err", err)
+		}
+	}
 }

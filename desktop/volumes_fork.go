@@ -34,29 +34,29 @@ type volumeState struct {
 // planForkVolumes names, for each read-write volume of a desktop about to
 // fork, the new top layer it goes on on; its old top is frozen for the
 // copies' branches.
-func (m *Manager) planForkVolumes(e *entry, d Desktop) (map[int]string, error) {
+func (vs *Volumes) planForkVolumes(e *entry, d Desktop) (map[int]string, error) {
 	if len(d.Volumes) == 0 {
 		return nil, nil
 	}
 	e.mu.Lock()
 	mach := e.m
 	e.mu.Unlock()
-	if _, ok := mach.(VolumeForker); !ok || m.vols == nil {
-		return nil, fmt.Errorf("%w: the %s driver does not branch volumes on fork yet; detach the desktop's volumes first", ErrInvalid, m.drv.Name())
+	if _, ok := mach.(VolumeForker); !ok || vs.reg == nil {
+		return nil, fmt.Errorf("%w: the %s driver does not branch volumes on fork yet; detach the desktop's volumes first", ErrInvalid, vs.m.drv.Name())
 	}
 	tops := map[int]string{}
 	for _, mnt := range d.Volumes {
 		if mnt.Mode != volume.ReadWrite {
 			continue
 		}
-		v, err := m.vols.Get(mnt.Name)
+		v, err := vs.reg.Get(mnt.Name)
 		if err != nil {
 			return nil, err
 		}
 		if len(v.Layers)+1 > volume.MaxLayers {
 			return nil, fmt.Errorf("%w: volume %s has %d layers; a fork adds one, past the most a volume may have (%d): fill a fresh volume from its archive", ErrConflict, v.Name, len(v.Layers), volume.MaxLayers)
 		}
-		tops[mnt.Slot] = m.vols.NewLayerPath()
+		tops[mnt.Slot] = vs.reg.NewLayerPath()
 	}
 	return tops, nil
 }
@@ -64,7 +64,7 @@ func (m *Manager) planForkVolumes(e *entry, d Desktop) (map[int]string, error) {
 // recordForkVolumes records the layers a fork's snapshot moved the
 // desktop's read-write volumes on to (whether or not the snapshot then
 // succeeded), and returns each volume's chain as the snapshot holds it.
-func (m *Manager) recordForkVolumes(e *entry, d Desktop, tops map[int]string) map[int]volumeState {
+func (vs *Volumes) recordForkVolumes(e *entry, d Desktop, tops map[int]string) map[int]volumeState {
 	e.mu.Lock()
 	mach := e.m
 	e.mu.Unlock()
@@ -87,8 +87,8 @@ func (m *Manager) recordForkVolumes(e *entry, d Desktop, tops map[int]string) ma
 		if top, ok := tops[mnt.Slot]; !ok || layers[len(layers)-1] != top {
 			continue // not frozen: the snapshot failed before it
 		}
-		if err := m.vols.Advance(mnt.Name, layers); err != nil {
-			m.log.Error("record a volume's new top after a fork", "volume", mnt.Name, "err", err)
+		if err := vs.reg.Advance(mnt.Name, layers); err != nil {
+			vs.m.log.Error("record a volume's new top after a fork", "volume", mnt.Name, "err", err)
 		}
 		out[mnt.Slot] = volumeState{layers: layers[:len(layers)-1]}
 	}
@@ -96,8 +96,8 @@ func (m *Manager) recordForkVolumes(e *entry, d Desktop, tops map[int]string) ma
 	e.d.Machine = mach.Record()
 	rec := e.d
 	e.mu.Unlock()
-	if err := m.store.PutDesktop(rec); err != nil {
-		m.log.Error("record a desktop's volumes after a fork", "desktop", d.ID, "err", err)
+	if err := vs.m.store.PutDesktop(rec); err != nil {
+		vs.m.log.Error("record a desktop's volumes after a fork", "desktop", d.ID, "err", err)
 	}
 	return out
 }
@@ -105,19 +105,19 @@ func (m *Manager) recordForkVolumes(e *entry, d Desktop, tops map[int]string) ma
 // branchVolumes makes a fork copy's volumes: a branch of each read-write
 // volume on its frozen state, named after the copy, and each read-only
 // one as it is.
-func (m *Manager) branchVolumes(ctx context.Context, src Desktop, frozen map[int]volumeState, copyName string) (mounts []volume.Mount, disks []VolumeDisk, made []string, err error) {
+func (vs *Volumes) branchVolumes(ctx context.Context, src Desktop, frozen map[int]volumeState, copyName string) (mounts []volume.Mount, disks []VolumeDisk, made []string, err error) {
 	for _, mnt := range src.Volumes {
 		st, ok := frozen[mnt.Slot]
 		if !ok {
 			return mounts, disks, made, fmt.Errorf("volume %s: its state at the fork is unknown", mnt.Name)
 		}
-		v, err := m.vols.Get(mnt.Name)
+		v, err := vs.reg.Get(mnt.Name)
 		if err != nil {
 			return mounts, disks, made, err
 		}
 		disk := VolumeDisk{Slot: mnt.Slot, Serial: volume.Serial(mnt.Slot), Layers: st.layers, ReadOnly: true, SizeMiB: v.SizeMiB}
 		if mnt.Mode == volume.ReadWrite {
-			b, err := m.vols.Branch(ctx, volume.BranchName(mnt.Name, copyName), v, st.layers)
+			b, err := vs.reg.Branch(ctx, volume.BranchName(mnt.Name, copyName), v, st.layers)
 			if err != nil {
 				return mounts, disks, made, err
 			}

@@ -75,11 +75,11 @@ func TestCreateWithAVolumeIsAllOrNothing(t *testing.T) {
 		if recs, _ := store.LoadDesktops(); len(recs) != 0 {
 			t.Errorf("%s: a failed create left records %+v", name, recs)
 		}
-		if h := m.VolumeHolders("ws"); len(h) != 0 {
+		if h := m.Volumes().Holders("ws"); len(h) != 0 {
 			t.Errorf("%s: ws is still held by %v", name, h)
 		}
 	}
-	if err := m.RemoveVolume("ws"); err != nil {
+	if err := m.Volumes().Remove("ws"); err != nil {
 		t.Errorf("remove a volume nothing holds: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) volumeView(v volume.Volume) api.Volume {
 		Name: v.Name, SizeMiB: v.SizeMiB, AllocatedBytes: volume.AllocatedBytes(v), CreatedAt: v.CreatedAt,
 		Snapshot: v.Frozen, From: v.From, BranchOf: v.BranchOf, Layers: len(v.Layers), Damaged: v.Damaged, AttachedTo: []api.VolumeHolder{},
 	}
-	for _, h := range s.cfg.Manager.VolumeHolders(v.Name) {
+	for _, h := range s.cfg.Manager.Volumes().Holders(v.Name) {
 		out.AttachedTo = append(out.AttachedTo, api.VolumeHolder{Desktop: h.Desktop, Mode: string(h.Mode)})
 	}
 	return out
@@ -43,7 +43,7 @@ func (s *Server) volumeView(v volume.Volume) api.Volume {
 
 // registry is the volume registry, or an answer saying volumes are off.
 func (s *Server) registry(c *gin.Context) (*volume.Registry, bool) {
-	r := s.cfg.Manager.Volumes()
+	r := s.cfg.Manager.Volumes().Registry()
 	if r == nil {
 		abort(c, http.StatusNotFound, "not_found", "volumes are not enabled on this host", "")
 		return nil, false
@@ -94,7 +94,7 @@ func (s *Server) getVolume(c *gin.Context) {
 }
 
 func (s *Server) deleteVolume(c *gin.Context) {
-	if err := s.cfg.Manager.RemoveVolume(c.Param("name")); err != nil {
+	if err := s.cfg.Manager.Volumes().Remove(c.Param("name")); err != nil {
 		fail(c, err)
 		return
 	}
@@ -106,7 +106,7 @@ func (s *Server) freezeVolume(c *gin.Context) {
 	if !decodeJSON(c, &req) {
 		return
 	}
-	v, err := s.cfg.Manager.FreezeVolume(c.Request.Context(), c.Param("name"), req.Name)
+	v, err := s.cfg.Manager.Volumes().Freeze(c.Request.Context(), c.Param("name"), req.Name)
 	if err != nil {
 		fail(c, err)
 		return
@@ -119,7 +119,7 @@ func (s *Server) freezeVolume(c *gin.Context) {
 // its end marker, which tar readers report).
 func (s *Server) exportVolume(c *gin.Context) {
 	w := &lazyHeader{c: c}
-	if err := s.cfg.Manager.ExportVolume(c.Request.Context(), c.Param("name"), w); err != nil {
+	if err := s.cfg.Manager.Volumes().Export(c.Request.Context(), c.Param("name"), w); err != nil {
 		if !w.started {
 			fail(c, err)
 			return
@@ -154,7 +154,7 @@ func (l *lazyHeader) Write(p []byte) (int, error) {
 }
 
 func (s *Server) importVolume(c *gin.Context) {
-	if err := s.cfg.Manager.ImportVolume(c.Request.Context(), c.Param("name"), c.Request.Body); err != nil {
+	if err := s.cfg.Manager.Volumes().Import(c.Request.Context(), c.Param("name"), c.Request.Body); err != nil {
 		fail(c, err)
 		return
 	}
@@ -166,7 +166,7 @@ func (s *Server) attachVolume(c *gin.Context) {
 	if !decodeJSON(c, &req) {
 		return
 	}
-	d, err := s.cfg.Manager.AttachVolume(c.Request.Context(), c.Param("id"), volume.Mount{Name: req.Name, Mount: req.Mount, Mode: volume.Mode(req.Mode)})
+	d, err := s.cfg.Manager.Volumes().Attach(c.Request.Context(), c.Param("id"), volume.Mount{Name: req.Name, Mount: req.Mount, Mode: volume.Mode(req.Mode)})
 	if err != nil {
 		fail(c, err)
 		return
@@ -175,7 +175,7 @@ func (s *Server) attachVolume(c *gin.Context) {
 }
 
 func (s *Server) detachVolume(c *gin.Context) {
-	d, err := s.cfg.Manager.DetachVolume(c.Request.Context(), c.Param("id"), c.Param("name"))
+	d, err := s.cfg.Manager.Volumes().Detach(c.Request.Context(), c.Param("id"), c.Param("name"))
 	if err != nil {
 		fail(c, err)
 		return

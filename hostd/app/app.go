@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 			return nil, err
 		}
 	}
-	checkVolumes(ctx, a.Manager, log)
+	a.Manager.Volumes().CheckIdle(ctx)
 	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
 	if a.Recordings, a.stopRecordings, err = recording.OpenRegistry(ctx, cfg.Recordings(), a.Manager, log); err != nil {
 		a.Close()

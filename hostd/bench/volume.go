@@ -22,13 +22,13 @@ var volumeKeys = []string{
 // host's swings hit both alike; then the attach to a running desktop
 // alone (hot-plug and mount).
 func (e *env) volumeSuite(ctx context.Context) error {
-	if e.mgr.Volumes() == nil {
+	if e.mgr.Volumes().Registry() == nil {
 		for _, k := range volumeKeys {
 			e.res.null(k, "volumes not available: "+e.volErr)
 		}
 		return nil
 	}
-	reg := e.mgr.Volumes()
+	reg := e.mgr.Volumes().Registry()
 	name := "bench-ws"
 	if _, err := reg.Create(ctx, volume.CreateRequest{Name: name, SizeMiB: 256}); err != nil {
 		return err
@@ -74,11 +74,11 @@ func (e *env) volumeSuite(ctx context.Context) error {
 	var attach Dist
 	for i := 0; i < e.opts.N; i++ {
 		start := time.Now()
-		if _, err := e.mgr.AttachVolume(ctx, src.ID, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
+		if _, err := e.mgr.Volumes().Attach(ctx, src.ID, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
 			return fmt.Errorf("attach to a running desktop: %w", err)
 		}
 		attach.Add(time.Since(start))
-		if _, err := e.mgr.DetachVolume(ctx, src.ID, name); err != nil {
+		if _, err := e.mgr.Volumes().Detach(ctx, src.ID, name); err != nil {
 			return fmt.Errorf("detach: %w", err)
 		}
 	}
@@ -96,7 +96,7 @@ func (e *env) forkWithVolume(ctx context.Context, id, name string) error {
 	for range rounds {
 		for _, attached := range []bool{false, true} {
 			if attached {
-				if _, err := e.mgr.AttachVolume(ctx, id, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
+				if _, err := e.mgr.Volumes().Attach(ctx, id, volume.Mount{Name: name, Mount: "/workspace"}); err != nil {
 					return err
 				}
 			}
@@ -109,12 +109,12 @@ func (e *env) forkWithVolume(ctx context.Context, id, name string) error {
 			for _, c := range copies {
 				e.mgr.Delete(context.WithoutCancel(ctx), c.ID)
 				for _, v := range c.Volumes {
-					e.mgr.RemoveVolume(v.Name)
+					e.mgr.Volumes().Remove(v.Name)
 				}
 			}
 			if attached {
 				with.Add(took)
-				if _, err := e.mgr.DetachVolume(ctx, id, name); err != nil {
+				if _, err := e.mgr.Volumes().Detach(ctx, id, name); err != nil {
 					return err
 				}
 			} else {
