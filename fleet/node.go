@@ -182,6 +182,7 @@ func (n *Node) startGeneration(ctx context.Context) error {
 // Attach gives the node this host's Manager, once made: what the host
 // says of itself (its limits, load and snapshots), what Reconcile writes,
 // and where pulls land. hasImage says whether an image is built here.
+// Call it before Reconcile, Join and EnsureSnapshot.
 func (n *Node) Attach(m *desktop.Manager, lim desktop.Limits, hasImage func(hash string) bool) {
 	n.m, n.limits, n.hasImage = m, lim, hasImage
 }
