@@ -185,7 +185,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 		Resources: Resources{CPUs: snap.Manifest.Machine.CPUs, MemoryMiB: snap.Manifest.Machine.MemoryMiB, DiskMiB: req.DiskMiB},
 		CreatedAt: now, LastUsedAt: now, ForkOf: forkOf, Driver: m.drv.Name(),
 		Control:      Control{Holder: ControlAgent, Since: now},
-		Uses:         m.lineage(snap),
+		Uses:         m.lineage.chain(snap),
 		GuestPending: true,
 		Labels:       maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 	}

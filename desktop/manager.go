@@ -4,7 +4,7 @@
 // Lock order, outer first; a lock is never taken while one after it is
 // held:
 //
-//	entry.op → gcMu → poolMu → capacity.mu → Manager.mu → entry.mu
+//	entry.op → Lineage.gcMu → pools.mu → capacity.mu → Manager.mu → entry.mu
 //
 // No part takes an entry's op lock while it holds any other of these.
 // Fork, Wake and Reset reserve capacity before taking op; Delete holds op
@@ -88,20 +88,15 @@ type Manager struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	// gcMu serialises the removal of unused fork templates, so two desktops
-	// deleted at once cannot each see the other as a user and both skip it.
-	gcMu sync.Mutex
-
-	// poolMu guards pooled, the snapshots whose warm pools run.
-	poolMu sync.Mutex
-	pooled map[string]Snapshot
+	// lineage makes snapshots, forks and resets, collects fork templates
+	// and runs the warm pools; what it holds is guarded by mu.
+	lineage *Lineage
+	// vols lends volumes; its claims are guarded by mu.
+	vols *Volumes
 
 	mu       sync.Mutex
 	desktops map[string]*entry
-	held     map[string]int // snapshots a fork in flight holds
-	// vols lends volumes; its claims are guarded by mu.
-	vols    *Volumes
-	ttlKick chan struct{}
+	ttlKick  chan struct{}
 }
 
 // entry is one desktop: its record, its machine while live, and a lock that
@@ -165,12 +160,15 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	m := &Manager{
 		drv: c.Driver, store: c.Store, catalog: c.Catalog, log: c.Logger, obs: c.Observer,
 		now: time.Now, base: context.WithoutCancel(ctx),
-		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1), held: map[string]int{},
+		desktops: map[string]*entry{}, ttlKick: make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
 	m.events = &Events{get: m.Get, now: m.now}
 	m.vols = &Volumes{m: m, reg: c.Volumes, claims: map[string][]volume.Holder{}}
+	w, _ := c.Driver.(Warmer)
+	m.lineage = &Lineage{m: m, held: map[string]int{},
+		pools: pools{drv: c.Driver, w: w, size: c.Limits.PoolSize, catalog: c.Catalog, log: c.Logger, closed: m.closed}}
 	m.setup = &guestSetup{base: m.base, log: m.log, now: m.now, store: m.store, events: m.events}
 	return m
 }
@@ -180,15 +178,6 @@ func NewManager(ctx context.Context, c Config) *Manager {
 func (m *Manager) Close() {
 	m.closeOnce.Do(func() { close(m.closed) })
 }
-
-// Driver is the driver desktops run on.
-func (m *Manager) Driver() Driver { return m.drv }
-
-// Catalog is the snapshot catalog.
-func (m *Manager) Catalog() *Catalog { return m.catalog }
-
-// Limits are the caps in force.
-func (m *Manager) Limits() Limits { return m.capacity.limits }
 
 func (m *Manager) forget(id string) {
 	m.mu.Lock()
@@ -205,6 +194,10 @@ func (m *Manager) Events() *Events { return m.events }
 
 // Volumes lends the host's volumes to desktops and to the host.
 func (m *Manager) Volumes() *Volumes { return m.vols }
+
+// Lineage makes snapshots, forks and resets, and keeps the snapshot
+// catalog and the warm pools.
+func (m *Manager) Lineage() *Lineage { return m.lineage }
 
 func (m *Manager) lookup(id string) (*entry, error) {
 	m.mu.Lock()

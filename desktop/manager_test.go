@@ -122,7 +122,7 @@ func TestConcurrentMixedCalls(t *testing.T) {
 				case 2:
 					m.Delete(ctx, pick(r))
 				case 3:
-					if copies, err := m.Fork(ctx, pick(r), 1+r.IntN(2)); err == nil {
+					if copies, err := m.Lineage().Fork(ctx, pick(r), 1+r.IntN(2)); err == nil {
 						mu.Lock()
 						for _, c := range copies {
 							ids = append(ids, c.ID)
@@ -252,8 +252,8 @@ func TestFreeSpaceReserveRefusesWhatWritesFiles(t *testing.T) {
 	free = 99 << 20
 	mu.Unlock()
 	_, errCreate := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
-	_, errFork := m.Fork(ctx, d.ID, 1)
-	_, errSnap := m.Snapshot(ctx, d.ID, "full-disk")
+	_, errFork := m.Lineage().Fork(ctx, d.ID, 1)
+	_, errSnap := m.Lineage().Snapshot(ctx, d.ID, "full-disk")
 	_, errWake := m.Wake(ctx, asleep.ID)
 	for name, err := range map[string]error{"create": errCreate, "fork": errFork, "snapshot": errSnap, "wake": errWake} {
 		if !errors.Is(err, desktop.ErrNoSpace) {
@@ -356,7 +356,7 @@ func TestSetExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.SetExpiry(d.ID, time.Now().Add(m.Limits().MaxTTL+time.Hour)); !errors.Is(err, desktop.ErrInvalid) {
+	if _, err := m.SetExpiry(d.ID, time.Now().Add(desktop.DefaultLimits().MaxTTL+time.Hour)); !errors.Is(err, desktop.ErrInvalid) {
 		t.Errorf("beyond the TTL cap: %v, want ErrInvalid", err)
 	}
 	if got, err := m.SetExpiry(d.ID, time.Time{}); err != nil || got.ExpiresAt != nil {
@@ -402,7 +402,7 @@ func TestLabelsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copies, err := m.Fork(ctx, d.ID, 1)
+	copies, err := m.Lineage().Fork(ctx, d.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,6 @@
+// Snapshots of desktops and forks: a running desktop's state saved as a
+// new snapshot, kept or as a fork's template.
+
 package desktop
 
 import (
@@ -9,7 +12,8 @@ import (
 
 // Snapshot turns a running or paused desktop into a new golden snapshot
 // that later creates can use; the desktop keeps running.
-func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, error) {
+func (l *Lineage) Snapshot(ctx context.Context, id, name string) (Snapshot, error) {
+	m := l.m
 	if err := m.capacity.checkSpace("snapshot"); err != nil {
 		return Snapshot{}, err
 	}
@@ -19,13 +23,14 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (Snapshot, erro
 	}
 	e.op.Lock()
 	defer e.op.Unlock()
-	return m.snapshotLocked(ctx, e, name, false, nil)
+	return l.snapshotLocked(ctx, e, name, false, nil)
 }
 
 // snapshotLocked snapshots a desktop whose op lock the caller holds.
 // A fork's snapshot (ephemeral) freezes the desktop's read-write volumes
 // onto the new tops in volumeTops; a kept snapshot refuses volumes.
-func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, ephemeral bool, volumeTops map[int]string) (Snapshot, error) {
+func (l *Lineage) snapshotLocked(ctx context.Context, e *entry, name string, ephemeral bool, volumeTops map[int]string) (Snapshot, error) {
+	m := l.m
 	e.mu.Lock()
 	d, mach := e.d, e.m
 	e.mu.Unlock()
@@ -77,8 +82,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 	if err := m.store.PutDesktop(d); err != nil {
 		m.log.Error("record desktop after snapshot", "desktop", d.ID, "err", err)
 	}
-	if w, ok := m.drv.(Warmer); ok && !ephemeral && m.capacity.limits.PoolSize > 0 {
-		w.Warm(snap, m.capacity.limits.PoolSize)
+	if !ephemeral {
+		l.pools.start(snap)
 	}
 	return snap, nil
 }
@@ -86,7 +91,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, name string, eph
 // Fork makes n live copies of a running or paused desktop, each with its
 // own disk overlay; the source keeps running. It is all or nothing: if any
 // copy fails, the others are deleted.
-func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error) {
+func (l *Lineage) Fork(ctx context.Context, id string, n int) ([]Desktop, error) {
+	m := l.m
 	if n < 1 || n > m.capacity.limits.MaxFork {
 		return nil, fmt.Errorf("%w: count %d: use 1 to %d", ErrInvalid, n, m.capacity.limits.MaxFork)
 	}
@@ -107,17 +113,17 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	}
 	defer release()
 	name := NewID("fork-")
-	unhold := m.hold(name)
+	unhold := l.hold(name)
 	defer func() {
 		unhold()
-		m.collectSnapshots([]string{name})
+		l.collect([]string{name})
 	}()
 	e.op.Lock()
 	src = e.snapshot()
 	tops, err := m.vols.planForkVolumes(e, src)
 	var snap Snapshot
 	if err == nil {
-		snap, err = m.snapshotLocked(ctx, e, name, true, tops)
+		snap, err = l.snapshotLocked(ctx, e, name, true, tops)
 	}
 	var frozen map[int]volumeState
 	if len(src.Volumes) > 0 {
@@ -168,7 +174,7 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 					}
 				}
 			}
-			m.collectSnapshots([]string{snap.Name})
+			l.collect([]string{snap.Name})
 			return nil, fmt.Errorf("fork %s: %w", id, err)
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -18,76 +20,107 @@ import (
 // starts or stops pools as snapshots appear and go, instead of only at
 // start.
 
-// warmAll brings the pools in step with the catalog: each golden
+// pools are the warm pools of a driver that keeps them (a Warmer).
+type pools struct {
+	drv Driver
+	// w is drv as a Warmer; nil: the driver keeps no pools.
+	w       Warmer
+	size    int // machines per pool (Limits.PoolSize)
+	catalog *Catalog
+	log     *slog.Logger
+	// closed ends the catalog's watch (the Manager closes).
+	closed <-chan struct{}
+
+	// mu guards pooled, the snapshots whose warm pools run.
+	mu     sync.Mutex
+	pooled map[string]Snapshot
+}
+
+// sync brings the pools in step with the catalog: each golden
 // (non-ephemeral), restorable snapshot is warmed, and the pools of
 // snapshots gone since the last call are stopped. Warm keeps the machines
 // a pool already holds for the same bake, so calling it again is cheap.
-func (m *Manager) warmAll() {
-	w, ok := m.drv.(Warmer)
-	if !ok || m.capacity.limits.PoolSize <= 0 {
+func (p *pools) sync() {
+	w := p.w
+	if w == nil || p.size <= 0 {
 		return
 	}
-	snaps, _, err := m.catalog.List()
+	snaps, _, err := p.catalog.List()
 	if err != nil {
-		m.log.Warn("warm pools: list snapshots", "err", err)
+		p.log.Warn("warm pools: list snapshots", "err", err)
 		return
 	}
 	var warm []Snapshot
 	for _, s := range snaps {
-		if s.Manifest.Ephemeral || len(s.Manifest.Machine.Mismatch(m.drv.Shape())) > 0 {
+		if s.Manifest.Ephemeral || len(s.Manifest.Machine.Mismatch(p.drv.Shape())) > 0 {
 			continue
 		}
 		warm = append(warm, s)
 	}
-	m.poolMu.Lock()
-	defer m.poolMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, s := range warm {
-		if _, had := m.pooled[s.Name]; !had {
-			m.log.Info("warm pool started", "snapshot", s.Name, "machines", m.capacity.limits.PoolSize)
+		if _, had := p.pooled[s.Name]; !had {
+			p.log.Info("warm pool started", "snapshot", s.Name, "machines", p.size)
 		}
 	}
 	next := make(map[string]Snapshot, len(warm))
 	for _, s := range warm {
 		next[s.Name] = s
-		w.Warm(s, m.capacity.limits.PoolSize)
+		w.Warm(s, p.size)
 	}
-	for name, s := range m.pooled {
+	for name, s := range p.pooled {
 		if _, still := next[name]; !still {
 			w.Warm(s, 0)
-			m.log.Info("warm pool stopped: its snapshot left the catalog", "snapshot", name)
+			p.log.Info("warm pool stopped: its snapshot left the catalog", "snapshot", name)
 		}
 	}
-	m.pooled = next
+	p.pooled = next
+}
+
+// start warms a new golden snapshot's pool (after a snapshot of a
+// desktop), when pools are on.
+func (p *pools) start(s Snapshot) {
+	if p.w != nil && p.size > 0 {
+		p.w.Warm(s, p.size)
+	}
+}
+
+// stop ends a snapshot's pool before the snapshot goes.
+func (p *pools) stop(s Snapshot) {
+	if p.w != nil {
+		p.w.Warm(s, 0)
+	}
 }
 
 // Warm (re)starts the warm pool of one snapshot, e.g. after a bake.
-func (m *Manager) Warm(name string) error {
-	s, err := m.catalog.Get(name)
+func (l *Lineage) Warm(name string) error {
+	s, err := l.m.catalog.Get(name)
 	if err != nil {
 		return err
 	}
-	if w, ok := m.drv.(Warmer); ok && !s.Manifest.Ephemeral {
-		w.Warm(s, m.capacity.limits.PoolSize)
+	if w := l.pools.w; w != nil && !s.Manifest.Ephemeral {
+		w.Warm(s, l.pools.size)
 	}
 	return nil
 }
 
-// watchCatalog calls warmAll whenever an entry of the catalog's directory
-// is added, renamed or removed, until the Manager closes. Drafts and trash
-// (dot names) are the steps of a bake or a removal, not its end, so they
-// are ignored. A watch that cannot start is logged: pools then follow the
+// watch calls sync whenever an entry of the catalog's directory is added,
+// renamed or removed, until the Manager closes. Drafts and trash (dot
+// names) are the steps of a bake or a removal, not its end, so they are
+// ignored. A watch that cannot start is logged: pools then follow the
 // catalog only at hostd's start, as they did before.
-func (m *Manager) watchCatalog() {
-	if _, ok := m.drv.(Warmer); !ok || m.capacity.limits.PoolSize <= 0 {
+func (p *pools) watch() {
+	if p.w == nil || p.size <= 0 {
 		return
 	}
-	f, err := watchDir(m.catalog.Dir())
+	f, err := watchDir(p.catalog.Dir())
 	if err != nil {
-		m.log.Warn("snapshots baked while hostd runs get no warm pool until it restarts", "err", err)
+		p.log.Warn("snapshots baked while hostd runs get no warm pool until it restarts", "err", err)
 		return
 	}
 	go func() {
-		<-m.closed
+		<-p.closed
 		f.Close()
 	}()
 	go func() {
@@ -96,13 +129,13 @@ func (m *Manager) watchCatalog() {
 			n, err := f.Read(buf)
 			if err != nil {
 				if !errors.Is(err, os.ErrClosed) {
-					m.log.Warn("watch the snapshot catalog", "err", err)
+					p.log.Warn("watch the snapshot catalog", "err", err)
 				}
 				return
 			}
 			names, overflow := parseInotify(buf[:n])
 			if overflow || slices.ContainsFunc(names, func(n string) bool { return !strings.HasPrefix(n, ".") }) {
-				m.warmAll()
+				p.sync()
 			}
 		}
 	}()

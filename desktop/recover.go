@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 )
 
@@ -23,20 +22,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.recoverOne(ctx, d)
 	}
 	m.sweep(ctx)
-	if err := m.catalog.CleanDrafts(); err != nil {
-		m.log.Warn("clean snapshot drafts", "err", err)
-	}
-	// Fork templates whose desktops are all gone.
-	if snaps, _, err := m.catalog.List(); err == nil {
-		var names []string
-		for _, s := range snaps {
-			names = append(names, s.Name)
-		}
-		m.collectSnapshots(names)
-	}
-	// Watch first, so a bake that ends between the two is not missed.
-	m.watchCatalog()
-	m.warmAll()
+	m.lineage.recover()
 	m.kickTTL()
 	go m.verifyAll()
 	return nil
@@ -114,7 +100,7 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 		// cut short switched its disk to a new overlay), and a snapshot it
 		// made may be committed without the record using it.
 		e.d.Machine = mach.Record()
-		e.d.Uses = m.usesOf(e.d)
+		e.d.Uses = m.lineage.usesOf(e.d)
 		if err := m.store.PutDesktop(e.d); err != nil {
 			log.Error("record a reattached desktop", "err", err)
 		}
@@ -223,20 +209,4 @@ func (m *Manager) resumeStopped(ctx context.Context, mach Machine, log *slog.Log
 		return
 	}
 	log.Warn("resumed a desktop a crash left stopped (a fork or snapshot of it was cut short)")
-}
-
-// usesOf is d's snapshots in use: those its record lists, and any snapshot
-// made from d that the record does not list yet.
-func (m *Manager) usesOf(d Desktop) []string {
-	uses := append([]string(nil), d.Uses...)
-	snaps, _, err := m.catalog.List()
-	if err != nil {
-		return uses
-	}
-	for _, s := range snaps {
-		if s.Manifest.Source == d.ID && !slices.Contains(uses, s.Name) {
-			uses = append(uses, s.Name)
-		}
-	}
-	return uses
 }

@@ -27,7 +27,8 @@ type ResetRequest struct {
 // person controls is refused like any agent action, and so is one with
 // volumes attached (detach them first: a reset would need to mount them in
 // the new guest, which is not built).
-func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Desktop, error) {
+func (l *Lineage) Reset(ctx context.Context, id string, req ResetRequest) (Desktop, error) {
+	m := l.m
 	if err := CheckClock(req.Clock); err != nil {
 		return Desktop{}, err
 	}
@@ -45,7 +46,7 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 	e.op.Lock()
 	defer e.op.Unlock()
 	d := e.snapshot()
-	if err := m.resettable(d); err != nil {
+	if err := resettable(d); err != nil {
 		return d, err
 	}
 	snap, err := m.snapshotFor(d.Snapshot)
@@ -119,7 +120,7 @@ func (m *Manager) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 func resetMachineID(id string, n int) string { return fmt.Sprintf("%s-r%d", id, n) }
 
 // resettable says why d cannot be reset now, or nil.
-func (m *Manager) resettable(d Desktop) error {
+func resettable(d Desktop) error {
 	switch d.State {
 	case StateRunning, StatePaused, StateHibernated, StateFailed:
 	default:
@@ -135,48 +136,4 @@ func (m *Manager) resettable(d Desktop) error {
 		return fmt.Errorf("%w: desktop %s has volumes attached (%s); a reset does not mount them again yet: detach them first (DELETE /v1/desktops/%s/volumes/NAME)", ErrConflict, d.ID, d.Volumes[0].Name, d.ID)
 	}
 	return nil
-}
-
-// endMachine ends a desktop's machine, or cleans up what a hibernated or
-// failed one left, under the op lock, for an operation that replaces it.
-// On failure the desktop is recorded failed with the reason.
-func (m *Manager) endMachine(e *entry, action string) error {
-	e.mu.Lock()
-	mach, rec, id := e.m, e.d.Machine, e.d.ID
-	e.expectExit = true
-	e.mu.Unlock()
-	if m.obs != nil && mach != nil {
-		m.obs.MachineDown(id)
-	}
-	ctx, cancel := context.WithTimeout(m.base, time.Minute)
-	defer cancel()
-	var err error
-	if mach != nil {
-		err = mach.Destroy(ctx)
-	} else if len(rec) > 0 {
-		err = m.drv.Cleanup(ctx, rec)
-	}
-	e.mu.Lock()
-	e.m = nil
-	e.expectExit = false
-	e.mu.Unlock()
-	if err != nil {
-		m.failed(e, action+": ending its machine failed: "+err.Error())
-		return fmt.Errorf("%s %s: end its machine: %w", action, id, err)
-	}
-	return nil
-}
-
-// failed records a desktop failed with reason and returns it.
-func (m *Manager) failed(e *entry, reason string) Desktop {
-	e.mu.Lock()
-	e.d.State = StateFailed
-	e.d.Reason = reason
-	d := e.d
-	e.mu.Unlock()
-	if err := m.store.PutDesktop(d); err != nil {
-		m.log.Error("record a failed desktop", "desktop", d.ID, "err", err)
-	}
-	m.publish(EventState, d)
-	return d
 }

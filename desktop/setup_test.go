@@ -114,7 +114,7 @@ func TestOnCreate(t *testing.T) {
 	}
 
 	// A fork copies a desktop that ran them; a wake is the same desktop.
-	forks, err := m.Fork(ctx, good.ID, 1)
+	forks, err := m.Lineage().Fork(ctx, good.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // The state machine's transitions on a desktop: pause, resume, hibernate,
-// wake and delete.
+// wake and delete, and the end of a machine an operation replaces.
 
 package desktop
 
@@ -206,6 +206,50 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		m.obs.Forget(id)
 	}
 	m.publish(EventDeleted, d)
-	m.collectSnapshots(d.Uses)
+	m.lineage.collect(d.Uses)
 	return nil
+}
+
+// endMachine ends a desktop's machine, or cleans up what a hibernated or
+// failed one left, under the op lock, for an operation that replaces it.
+// On failure the desktop is recorded failed with the reason.
+func (m *Manager) endMachine(e *entry, action string) error {
+	e.mu.Lock()
+	mach, rec, id := e.m, e.d.Machine, e.d.ID
+	e.expectExit = true
+	e.mu.Unlock()
+	if m.obs != nil && mach != nil {
+		m.obs.MachineDown(id)
+	}
+	ctx, cancel := context.WithTimeout(m.base, time.Minute)
+	defer cancel()
+	var err error
+	if mach != nil {
+		err = mach.Destroy(ctx)
+	} else if len(rec) > 0 {
+		err = m.drv.Cleanup(ctx, rec)
+	}
+	e.mu.Lock()
+	e.m = nil
+	e.expectExit = false
+	e.mu.Unlock()
+	if err != nil {
+		m.failed(e, action+": ending its machine failed: "+err.Error())
+		return fmt.Errorf("%s %s: end its machine: %w", action, id, err)
+	}
+	return nil
+}
+
+// failed records a desktop failed with reason and returns it.
+func (m *Manager) failed(e *entry, reason string) Desktop {
+	e.mu.Lock()
+	e.d.State = StateFailed
+	e.d.Reason = reason
+	d := e.d
+	e.mu.Unlock()
+	if err := m.store.PutDesktop(d); err != nil {
+		m.log.Error("record a failed desktop", "desktop", d.ID, "err", err)
+	}
+	m.publish(EventState, d)
+	return d
 }

@@ -40,7 +40,7 @@ func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	if snap, err := s.mgr.Catalog().Get(d.Snapshot); err == nil && snap.Manifest.Image.Flavor != ChromiumFlavor {
+	if snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot); err == nil && snap.Manifest.Image.Flavor != ChromiumFlavor {
 		return nil, fmt.Errorf("%w: desktop %s runs image %q (flavor %s), which has no Chromium: create it from a snapshot of the %s image or of a recipe built from it",
 			desktop.ErrConflict, id, snap.Manifest.Image.Name, snap.Manifest.Image.Flavor, ChromiumFlavor)
 	}

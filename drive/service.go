@@ -169,7 +169,7 @@ func (s *Service) ScreenSize(id string) (image.Point, error) {
 	if err != nil {
 		return image.Point{}, err
 	}
-	snap, err := s.mgr.Catalog().Get(d.Snapshot)
+	snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot)
 	if err != nil {
 		return image.Point{}, fmt.Errorf("%w: screen size of %s: %w", desktop.ErrUnavailable, id, err)
 	}

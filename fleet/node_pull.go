@@ -40,13 +40,13 @@ func (n *Node) PullEvents() (<-chan api.Event, func()) { return n.pulls.Subscrib
 // snapshots it is layered on first (one pull at a time per host; later
 // creates wait for it, and then find it).
 func (n *Node) EnsureSnapshot(ctx context.Context, name string) error {
-	cat := n.m.Catalog()
+	cat := n.m.Lineage().Catalog()
 	if _, err := cat.Get(name); err == nil {
 		return nil
 	}
 	n.pullMu.Lock()
 	defer n.pullMu.Unlock()
-	shape := n.m.Driver().Shape()
+	shape := n.m.Lineage().Shape()
 	shape.Devices = nil // the devices are the snapshot's own
 	return n.pull(ctx, cat, shape, name, 0)
 }

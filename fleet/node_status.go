@@ -103,7 +103,7 @@ func (n *Node) Status(ctx context.Context) (api.Fleet, error) {
 // of each its warm pool holds ready.
 func (n *Node) describe() Host {
 	m, lim := n.m, n.limits
-	shape := m.Driver().Shape()
+	shape := m.Lineage().Shape()
 	h := Host{
 		MemoryMiB: lim.MaxMemoryMiB, MaxDesktops: lim.MaxDesktops,
 		Restore: RestoreKey{QEMU: shape.QEMUVersion + "/" + shortSum(shape.QEMUSHA256), Machine: shape.Type, Accel: shape.Accel},
@@ -114,13 +114,10 @@ func (n *Node) describe() Host {
 			h.UsedMemoryMiB += d.Resources.MemoryMiB
 		}
 	}
-	warmer, _ := m.Driver().(desktop.Warmer)
-	if snaps, _, err := m.Catalog().List(); err == nil {
+	if snaps, _, err := m.Lineage().Catalog().List(); err == nil {
 		for _, s := range snaps {
 			held := HeldSnapshot{Name: s.Name, MemoryMiB: s.Manifest.Machine.MemoryMiB}
-			if warmer != nil {
-				held.Warm = warmer.PoolSize(s.Name)
-			}
+			held.Warm, _ = m.Lineage().PoolSize(s.Name)
 			h.Snapshots = append(h.Snapshots, held)
 		}
 		slices.SortFunc(h.Snapshots, func(a, b HeldSnapshot) int { return strings.Compare(a.Name, b.Name) })

@@ -148,7 +148,7 @@ func (s *Server) postGemini(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot)
+	snap, err := s.cfg.Manager.Lineage().Catalog().Get(d.Snapshot)
 	if err != nil {
 		fail(c, err)
 		return

@@ -68,7 +68,7 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 	for _, m := range d.Volumes {
 		v.Volumes = append(v.Volumes, api.VolumeMount{Name: m.Name, Mount: m.Mount, Mode: string(m.Mode)})
 	}
-	if snap, err := s.cfg.Manager.Catalog().Get(d.Snapshot); err == nil {
+	if snap, err := s.cfg.Manager.Lineage().Catalog().Get(d.Snapshot); err == nil {
 		v.Screen = &api.Screen{Width: snap.Manifest.Machine.Width, Height: snap.Manifest.Machine.Height}
 	}
 	return v
@@ -133,7 +133,7 @@ func (s *Server) resetDesktop(c *gin.Context) {
 		return
 	}
 	start := time.Now()
-	d, err := s.cfg.Manager.Reset(c.Request.Context(), c.Param("id"), desktop.ResetRequest{Clock: req.Clock})
+	d, err := s.cfg.Manager.Lineage().Reset(c.Request.Context(), c.Param("id"), desktop.ResetRequest{Clock: req.Clock})
 	if err != nil {
 		fail(c, err)
 		return
@@ -187,7 +187,7 @@ func (s *Server) runOp(c *gin.Context, op string) {
 		if !decodeJSON(c, &req) {
 			return
 		}
-		copies, err := m.Fork(ctx, id, req.Count)
+		copies, err := m.Lineage().Fork(ctx, id, req.Count)
 		if err != nil {
 			fail(c, err)
 			return
@@ -207,7 +207,7 @@ func (s *Server) runOp(c *gin.Context, op string) {
 			badRequest(c, "name", "name: required, the new snapshot's name")
 			return
 		}
-		snap, err := m.Snapshot(ctx, id, req.Name)
+		snap, err := m.Lineage().Snapshot(ctx, id, req.Name)
 		if err != nil {
 			fail(c, err)
 			return

@@ -235,7 +235,7 @@ func (s *Server) snapshotFile(c *gin.Context) {
 		abort(c, http.StatusConflict, "not_a_fleet", "snapshot files are served to the hosts of a fleet only", "")
 		return
 	}
-	snap, err := s.cfg.Manager.Catalog().Get(c.Param("name"))
+	snap, err := s.cfg.Manager.Lineage().Catalog().Get(c.Param("name"))
 	if err != nil {
 		fail(c, err)
 		return

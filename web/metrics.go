@@ -111,14 +111,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(desktopsDesc, prometheus.GaugeValue, float64(n), string(s))
 	}
-	w, ok := m.Driver().(desktop.Warmer)
-	if !ok {
-		return
-	}
-	snaps, _, _ := m.Catalog().List()
+	snaps, _, _ := m.Lineage().Catalog().List()
 	for _, s := range snaps {
-		if !s.Manifest.Ephemeral {
-			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(w.PoolSize(s.Name)), s.Name)
+		if s.Manifest.Ephemeral {
+			continue
+		}
+		if n, pooled := m.Lineage().PoolSize(s.Name); pooled {
+			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(n), s.Name)
 		}
 	}
 }

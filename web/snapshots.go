@@ -16,14 +16,12 @@ func (s *Server) snapshotView(snap desktop.Snapshot, withManifest bool) api.Snap
 		Name: snap.Name, CreatedAt: m.CreatedAt, Image: m.Image.Name, Flavor: m.Image.Flavor,
 		CPUs: m.Machine.CPUs, MemoryMiB: m.Machine.MemoryMiB, Screen: api.Screen{Width: m.Machine.Width, Height: m.Machine.Height},
 		Accel: m.Machine.Accel, QEMU: m.Machine.QEMUVersion, Parent: m.Parent, Source: m.Source, Ephemeral: m.Ephemeral,
-		Users: s.cfg.Manager.UsersOf(snap.Name),
+		Users: s.cfg.Manager.Lineage().UsersOf(snap.Name),
 	}
 	if v.Users == nil {
 		v.Users = []string{}
 	}
-	if w, ok := s.cfg.Manager.Driver().(desktop.Warmer); ok {
-		v.Pool = w.PoolSize(snap.Name)
-	}
+	v.Pool, _ = s.cfg.Manager.Lineage().PoolSize(snap.Name)
 	if withManifest {
 		v.Manifest, _ = json.Marshal(m)
 	}
@@ -31,7 +29,7 @@ func (s *Server) snapshotView(snap desktop.Snapshot, withManifest bool) api.Snap
 }
 
 func (s *Server) listSnapshots(c *gin.Context) {
-	snaps, _, err := s.cfg.Manager.Catalog().List()
+	snaps, _, err := s.cfg.Manager.Lineage().Catalog().List()
 	if err != nil {
 		fail(c, err)
 		return
@@ -44,7 +42,7 @@ func (s *Server) listSnapshots(c *gin.Context) {
 }
 
 func (s *Server) getSnapshot(c *gin.Context) {
-	sn, err := s.cfg.Manager.Catalog().Get(c.Param("name"))
+	sn, err := s.cfg.Manager.Lineage().Catalog().Get(c.Param("name"))
 	if err != nil {
 		fail(c, err)
 		return
@@ -53,7 +51,7 @@ func (s *Server) getSnapshot(c *gin.Context) {
 }
 
 func (s *Server) deleteSnapshot(c *gin.Context) {
-	if err := s.cfg.Manager.RemoveSnapshot(c.Param("name")); err != nil {
+	if err := s.cfg.Manager.Lineage().RemoveSnapshot(c.Param("name")); err != nil {
 		fail(c, err)
 		return
 	}

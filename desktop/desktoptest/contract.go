@@ -145,7 +145,7 @@ func concurrentMixedCalls(t *testing.T, h Harness) {
 				case 2:
 					e.mgr.Delete(ctx, pick(r))
 				case 3:
-					if cs, err := e.mgr.Fork(ctx, pick(r), 1); err == nil {
+					if cs, err := e.mgr.Lineage().Fork(ctx, pick(r), 1); err == nil {
 						note(cs[0])
 					}
 				case 4:
@@ -227,7 +227,7 @@ func snapshotOnFullDisk(t *testing.T, h Harness) {
 	limits.PoolSize = 0
 	e := openWith(t, h, cat, limits)
 	d := e.create(t)
-	_, err = e.mgr.Snapshot(e.ctx(t), d.ID, "too-big")
+	_, err = e.mgr.Lineage().Snapshot(e.ctx(t), d.ID, "too-big")
 	if err == nil {
 		t.Fatalf("a snapshot of a %d MiB desktop fitted in 64 MiB", golden.Manifest.Machine.MemoryMiB)
 	}

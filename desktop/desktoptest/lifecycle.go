@@ -76,7 +76,7 @@ func hibernateWake(t *testing.T, h Harness) {
 	if _, _, err := e.mgr.Machine(ctx, d.ID, false); !errors.Is(err, desktop.ErrConflict) {
 		t.Fatalf("machine of a hibernated desktop: %v, want ErrConflict", err)
 	}
-	if _, err := e.mgr.Fork(ctx, d.ID, 1); !errors.Is(err, desktop.ErrConflict) {
+	if _, err := e.mgr.Lineage().Fork(ctx, d.ID, 1); !errors.Is(err, desktop.ErrConflict) {
 		t.Fatalf("fork of a hibernated desktop: %v, want ErrConflict", err)
 	}
 	if _, err := e.mgr.Pause(ctx, d.ID); !errors.Is(err, desktop.ErrConflict) {
@@ -94,7 +94,7 @@ func hibernateWake(t *testing.T, h Harness) {
 func fork3(t *testing.T, h Harness) {
 	e := open(t, h)
 	src := e.create(t)
-	copies, err := e.mgr.Fork(e.ctx(t), src.ID, 3)
+	copies, err := e.mgr.Lineage().Fork(e.ctx(t), src.ID, 3)
 	if err != nil {
 		t.Fatalf("fork 3: %v", err)
 	}
@@ -132,7 +132,7 @@ func forkPausedTwice(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		copies, err := e.mgr.Fork(e.ctx(t), d.ID, 1)
+		copies, err := e.mgr.Lineage().Fork(e.ctx(t), d.ID, 1)
 		if err != nil {
 			t.Fatalf("fork %d of a paused desktop: %v", i+1, err)
 		}
@@ -153,14 +153,14 @@ func snapshotThenCreate(t *testing.T, h Harness) {
 	e := open(t, h)
 	src := e.create(t)
 	name := "conformance-" + desktop.NewID("")[:8]
-	snap, err := e.mgr.Snapshot(e.ctx(t), src.ID, name)
+	snap, err := e.mgr.Lineage().Snapshot(e.ctx(t), src.ID, name)
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	if snap.Manifest.Parent != h.Snapshot || snap.Manifest.Source != src.ID {
 		t.Errorf("manifest parent %q source %q", snap.Manifest.Parent, snap.Manifest.Source)
 	}
-	if _, err := e.mgr.Snapshot(e.ctx(t), src.ID, name); !errors.Is(err, desktop.ErrConflict) {
+	if _, err := e.mgr.Lineage().Snapshot(e.ctx(t), src.ID, name); !errors.Is(err, desktop.ErrConflict) {
 		t.Errorf("second snapshot under the same name: %v, want ErrConflict", err)
 	}
 	d, err := e.mgr.Create(e.ctx(t), desktop.CreateRequest{Snapshot: name})
@@ -168,18 +168,18 @@ func snapshotThenCreate(t *testing.T, h Harness) {
 		t.Fatalf("create from the new snapshot: %v", err)
 	}
 	e.screenOK(t, d.ID)
-	if err := e.mgr.RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
+	if err := e.mgr.Lineage().RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
 		t.Errorf("remove a snapshot in use: %v, want ErrConflict", err)
 	}
 	e.remove(t, d.ID)
 	// The source still runs on a disk layered on the snapshot, so it too
 	// keeps the snapshot.
 	e.screenOK(t, src.ID)
-	if err := e.mgr.RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
+	if err := e.mgr.Lineage().RemoveSnapshot(name); !errors.Is(err, desktop.ErrConflict) {
 		t.Errorf("remove a snapshot its source desktop layers on: %v, want ErrConflict", err)
 	}
 	e.remove(t, src.ID)
-	if err := e.mgr.RemoveSnapshot(name); err != nil {
+	if err := e.mgr.Lineage().RemoveSnapshot(name); err != nil {
 		t.Errorf("remove an unused snapshot: %v", err)
 	}
 }
@@ -192,7 +192,7 @@ func capacity(t *testing.T, h Harness) {
 	if _, err := e.mgr.Create(e.ctx(t), desktop.CreateRequest{Snapshot: h.Snapshot}); !errors.Is(err, desktop.ErrCapacity) {
 		t.Fatalf("create over the cap: %v, want ErrCapacity", err)
 	}
-	if _, err := e.mgr.Fork(e.ctx(t), d.ID, 2); !errors.Is(err, desktop.ErrCapacity) {
+	if _, err := e.mgr.Lineage().Fork(e.ctx(t), d.ID, 2); !errors.Is(err, desktop.ErrCapacity) {
 		t.Fatalf("fork over the cap: %v, want ErrCapacity", err)
 	}
 	if n := len(e.mgr.List()); n != 1 {
@@ -365,7 +365,7 @@ func resetToSnapshot(t *testing.T, h Harness) {
 		e.shell(t, d.ID, "echo dirty > /root/reset-marker && sync")
 	}
 	before := e.machine(t, d.ID)
-	r, err := e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{})
+	r, err := e.mgr.Lineage().Reset(ctx, d.ID, desktop.ResetRequest{})
 	if err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -396,7 +396,7 @@ func resetToSnapshot(t *testing.T, h Harness) {
 		t.Fatalf("hibernate: %v", err)
 	}
 	later := start.Add(24 * time.Hour)
-	r, err = e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{Clock: &later})
+	r, err = e.mgr.Lineage().Reset(ctx, d.ID, desktop.ResetRequest{Clock: &later})
 	if err != nil || r.State != desktop.StateRunning || r.Resets != 2 {
 		t.Fatalf("reset of a hibernated desktop: %v, state %s, resets %d", err, r.State, r.Resets)
 	}
@@ -406,7 +406,7 @@ func resetToSnapshot(t *testing.T, h Harness) {
 	if _, err := e.mgr.SetControl(d.ID, desktop.ControlPerson, "ana"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.mgr.Reset(ctx, d.ID, desktop.ResetRequest{}); !errors.Is(err, desktop.ErrControlled) {
+	if _, err := e.mgr.Lineage().Reset(ctx, d.ID, desktop.ResetRequest{}); !errors.Is(err, desktop.ErrControlled) {
 		t.Fatalf("reset while a person holds control: %v, want ErrControlled", err)
 	}
 	e.remove(t, d.ID)

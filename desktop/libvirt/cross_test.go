@@ -180,11 +180,11 @@ func TestSnapshotsRestoreAcrossDrivers(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := "xdriver-" + desktop.NewID("")[:8]
-			snap, err := mgr.Snapshot(ctx, src.ID, name)
+			snap, err := mgr.Lineage().Snapshot(ctx, src.ID, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer mgr.RemoveSnapshot(name)
+			defer mgr.Lineage().RemoveSnapshot(name)
 			defer mgr.Delete(context.WithoutCancel(ctx), src.ID)
 			if snap.Manifest.BakedBy != c.from.Name() {
 				t.Errorf("snapshot baked by %q, want %q", snap.Manifest.BakedBy, c.from.Name())

@@ -97,7 +97,7 @@ func startStackFrom(t *testing.T, baked testenv.Baked, pool int) *actionStack {
 	})
 	s := &actionStack{c: client.New(hs.URL, e2eToken), mgr: mgr, drv: drv, snap: baked.Snapshot.Name, url: hs.URL}
 	if pool > 0 {
-		if err := mgr.Warm(s.snap); err != nil {
+		if err := mgr.Lineage().Warm(s.snap); err != nil {
 			t.Fatal(err)
 		}
 		// The pool's machines outlive a Manager (hostd sweeps them at its

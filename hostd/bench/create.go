@@ -291,7 +291,7 @@ func (e *env) timeReset(ctx context.Context, id string, mirror *vnc.Mirror) (tim
 		return 0, fmt.Errorf("the painted root window: %w", err)
 	}
 	start := time.Now()
-	if _, err := e.mgr.Reset(ctx, id, desktop.ResetRequest{}); err != nil {
+	if _, err := e.mgr.Lineage().Reset(ctx, id, desktop.ResetRequest{}); err != nil {
 		return 0, err
 	}
 	if err := waitCorner(ctx, mirror, false); err != nil {

@@ -13,7 +13,7 @@ func (e *env) forkSuite(ctx context.Context) error {
 	defer e.mgr.Delete(context.WithoutCancel(ctx), src.ID)
 	for _, n := range e.opts.ForkSizes {
 		start := time.Now()
-		copies, err := e.mgr.Fork(ctx, src.ID, n)
+		copies, err := e.mgr.Lineage().Fork(ctx, src.ID, n)
 		took := time.Since(start)
 		if err != nil {
 			return err

@@ -101,7 +101,7 @@ func (e *env) forkWithVolume(ctx context.Context, id, name string) error {
 				}
 			}
 			start := time.Now()
-			copies, err := e.mgr.Fork(ctx, id, 3)
+			copies, err := e.mgr.Lineage().Fork(ctx, id, 3)
 			took := time.Since(start)
 			if err != nil {
 				return fmt.Errorf("fork x3 (volume %v): %w", attached, err)

@@ -14,7 +14,7 @@ import (
 // shrink (docs/ARCHITECTURE.md): lower a limit when a change brings its
 // figure down.
 const (
-	maxManagerMethods = 36  // exported methods of desktop.Manager
+	maxManagerMethods = 19  // exported methods of desktop.Manager
 	maxDesktopFile    = 400 // lines of the largest non-test file of desktop
 	maxAppLines       = 395 // non-test lines of hostd/app: wiring only
 	maxReadmeLines    = 189
