@@ -14,3 +14,10 @@ func ExpireNowForTest(m *Manager, id string) {
 	e.mu.Unlock()
 	m.kickTTL()
 }
+
+// InFlightForTest is what capacity holds for creates in flight.
+func InFlightForTest(m *Manager) (pending, reservedMiB int) {
+	m.capacity.mu.Lock()
+	defer m.capacity.mu.Unlock()
+	return m.capacity.pending, m.capacity.reservedMiB
+}
