@@ -28,6 +28,11 @@ type BuildOptions struct {
 	// Progress receives one line per step and per notable event of a long
 	// step; nil discards them.
 	Progress io.Writer
+
+	// afterBase, when set, is called with the image tree and the base's
+	// directory as soon as the base is in place, before anything else
+	// changes the tree (tests compare it with debootstrap's).
+	afterBase func(root, baseDir string) error
 }
 
 // hostTools are the programs a build needs, with the Debian package of each.
@@ -36,6 +41,8 @@ var hostTools = []struct{ name, pkg string }{
 	{"mkfs.ext4", "e2fsprogs"},
 	{"qemu-img", "qemu-utils"},
 	{"chroot", "coreutils"},
+	{"tar", "tar"},
+	{"gzip", "gzip"},
 }
 
 // CheckTools reports every missing host tool in one error that names the
@@ -94,7 +101,8 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 		fmt.Fprintf(opts.Progress, "image %s (%s) is cached: %s\n", im.Name, short(hash), final)
 		return im, nil
 	}
-	if err := checkPackages(ctx, r, opts); err != nil {
+	release, err := checkPackages(ctx, r, opts)
+	if err != nil {
 		return Image{}, fmt.Errorf("build image %s: %w", opts.Name, err)
 	}
 	if err := CheckTools(); err != nil {
@@ -105,7 +113,7 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	if err != nil {
 		return Image{}, fmt.Errorf("image build: %w", err)
 	}
-	b := &builder{r: r, opts: opts, dir: tmp, root: filepath.Join(tmp, "root"), debs: filepath.Join(tmp, "debs"), start: time.Now()}
+	b := &builder{r: r, opts: opts, release: release, dir: tmp, root: filepath.Join(tmp, "root"), debs: filepath.Join(tmp, "debs"), start: time.Now()}
 	defer b.cleanup()
 	im, err := b.run(ctx)
 	if err != nil {
@@ -122,11 +130,16 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, error) {
 	return im, nil
 }
 
+// releaseInfo is the mirror's Release file for the suite, as this build
+// read it: its SHA-256 ("" when it was not read) and its Date.
+type releaseInfo struct{ sha256, date string }
+
 // checkPackages fails a build whose recipe names packages that the
 // mirror's suite does not have, every one of them in one error, before
 // debootstrap runs. Without a package list (no mirror answers and none is
-// kept) the build goes on, and apt says which name it cannot find.
-func checkPackages(ctx context.Context, r Recipe, opts BuildOptions) error {
+// kept) the build goes on, and apt says which name it cannot find. It
+// returns the Release file it read.
+func checkPackages(ctx context.Context, r Recipe, opts BuildOptions) (releaseInfo, error) {
 	mirror := opts.Mirror
 	var err error
 	if mirror == "" {
@@ -139,34 +152,39 @@ func checkPackages(ctx context.Context, r Recipe, opts BuildOptions) error {
 	}
 	if err != nil {
 		fmt.Fprintf(opts.Progress, "package names not checked before the build (apt will say which it cannot find): %v\n", err)
-		return nil
+		return releaseInfo{}, nil
 	}
 	if note != "" {
 		fmt.Fprintf(opts.Progress, "package names: %s\n", note)
 	}
+	release := releaseInfo{sha256: ix.Release, date: ix.Date}
 	names := append(append([]string(nil), r.Packages...), r.AptPackages...)
 	bad := ix.unknown(names)
 	if len(bad) == 0 {
 		fmt.Fprintf(opts.Progress, "%d package names found in Debian %s (main, %s; the list of %s)\n", len(names), ix.Suite, ix.Arch, ix.Date)
-		return nil
+		return release, nil
 	}
 	where := ""
 	if r.Source != "" {
 		where = "recipe " + r.Source + ": "
 	}
-	return fmt.Errorf("%sDebian %s (main, %s; the list of %s) has no package %s: correct the names (apt-cache search finds them on a Debian %s host) and build again",
+	return releaseInfo{}, fmt.Errorf("%sDebian %s (main, %s; the list of %s) has no package %s: correct the names (apt-cache search finds them on a Debian %s host) and build again",
 		where, ix.Suite, ix.Arch, ix.Date, strings.Join(bad, ", "), ix.Suite)
 }
 
 type builder struct {
-	r    Recipe
-	opts BuildOptions
-	dir  string // temporary build directory; "" once moved into place
-	root string // the guest's root filesystem while it is built
+	r       Recipe
+	opts    BuildOptions
+	release releaseInfo
+	// baseDir is the kept base the tree came from or went to, if any.
+	baseDir string
+	dir     string // temporary build directory; "" once moved into place
+	root    string // the guest's root filesystem while it is built
 	// debs is the build's own package archive (debootstrap's cache and
 	// apt's archive in the image), seeded from the shared one and given
 	// back to it: two builds never share one, nor apt's lock in it.
 	debs   string
+	seeded int // packages in debs when the build started
 	start  time.Time
 	mounts []string // mounted inside the image, to unmount
 	step   int
@@ -191,9 +209,22 @@ func (b *builder) next(format string, args ...any) {
 }
 
 func (b *builder) run(ctx context.Context) (Image, error) {
-	b.next("debootstrap %s with %d packages (downloads are cached)", b.r.Suite, len(b.r.Packages))
-	if err := b.debootstrap(ctx); err != nil {
+	seeded, err := seedDebs(sharedDebs(b.opts.CacheDir), b.debs)
+	if err != nil {
 		return Image{}, err
+	}
+	b.seeded = seeded
+	ds, err := readDebootstrap()
+	if err != nil {
+		return Image{}, err
+	}
+	if err := b.base(ctx, newBaseSpec(b.r, b.opts.Mirror, b.release.sha256, ds)); err != nil {
+		return Image{}, err
+	}
+	if b.opts.afterBase != nil {
+		if err := b.opts.afterBase(b.root, b.baseDir); err != nil {
+			return Image{}, err
+		}
 	}
 	b.next("installing %d more packages with apt", len(b.r.AptPackages))
 	if err := b.aptInstall(ctx); err != nil {
@@ -250,23 +281,25 @@ func (b *builder) run(ctx context.Context) (Image, error) {
 	return im, nil
 }
 
-func (b *builder) debootstrap(ctx context.Context) error {
-	seeded, err := seedDebs(sharedDebs(b.opts.CacheDir), b.debs)
-	if err != nil {
-		return err
-	}
-	b.progress("  %d packages downloaded by earlier builds", seeded)
-	args := []string{"--variant=minbase", "--components=main",
-		"--include=" + strings.Join(b.r.Packages, ","), "--cache-dir=" + b.debs, b.r.Suite, b.root}
-	if b.opts.Mirror != "" {
-		args = append(args, b.opts.Mirror)
-	}
-	if err := b.stream(ctx, "debootstrap", args...); err != nil {
+func (b *builder) debootstrap(ctx context.Context, spec baseSpec) error {
+	b.progress("  %d packages downloaded by earlier builds", b.seeded)
+	if err := b.stream(ctx, "debootstrap", spec.debootstrapArgs(b.debs, b.root, b.opts.Mirror)...); err != nil {
 		// debootstrap's own log says which package failed and why.
 		if tail := fileTail(filepath.Join(b.root, "debootstrap", "debootstrap.log"), 25); tail != "" {
 			err = fmt.Errorf("%w\ndebootstrap.log ends:\n%s", err, tail)
 		}
 		return err
+	}
+	// debootstrap leaves a copy of every package it installed in the
+	// tree's apt archive, besides its cache (the build's archive). The
+	// build never sees them (its archive is mounted over them for apt and
+	// the steps) and slim removes them: they go now, so that a kept base
+	// does not carry them.
+	debs, _ := filepath.Glob(filepath.Join(b.root, "var", "cache", "apt", "archives", "*.deb"))
+	for _, d := range debs {
+		if err := os.Remove(d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -343,7 +376,12 @@ func fileTail(path string, n int) string {
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return lastLines(string(data), n)
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

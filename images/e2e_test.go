@@ -292,6 +292,80 @@ func TestBuildsOfTwoRecipesAtOnce(t *testing.T) {
 	}
 }
 
+// TestBuildOfAChangedRecipeUsesTheKeptBase builds a recipe of its own
+// from minimal: it unpacks the base the cache keeps instead of running
+// debootstrap, and says so, and its tree, before anything else touches it,
+// lists the same as debootstrap's did when the base was kept: owners,
+// modes, times, xattrs, device nodes, links and every file's content.
+// When no base is kept yet, this build makes it and a second, changed,
+// build is the one checked.
+func TestBuildOfAChangedRecipeUsesTheKeptBase(t *testing.T) {
+	testenv.SkipShort(t)
+	testenv.Require(t, "debootstrap", "mkfs.ext4", "qemu-img", "tar")
+	cache := testenv.CacheDir()
+	nonce := desktop.NewID("")[:8]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r, err := images.NewRecipe(images.FlavorMinimal, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Name = "rebased-" + nonce
+	build := func(step string) (progress string, tree []string, baseDir string) {
+		t.Helper()
+		r.BuildSteps = []string{step}
+		var w lockedWriter
+		opts := images.BuildOptions{CacheDir: cache, Progress: &w}
+		images.AfterBase(&opts, func(root, dir string) error {
+			var err error
+			tree, err = images.TreeListing(root)
+			baseDir = dir
+			return err
+		})
+		start := time.Now()
+		im, err := images.Build(ctx, r, opts)
+		if err != nil {
+			t.Fatalf("build: %v\n%s", err, w.String())
+		}
+		t.Cleanup(func() { images.Remove(im) })
+		t.Logf("built in %s:\n%s", time.Since(start).Round(time.Second), w.String())
+		return w.String(), tree, baseDir
+	}
+	cached := fmt.Sprintf("] base of %s with %d packages from the cache (debootstrap of ", r.Suite, len(r.Packages))
+	progress, tree, dir := build("echo one > /root/one")
+	if !strings.Contains(progress, cached) {
+		progress, tree, dir = build("echo two > /root/two")
+	}
+	if !strings.Contains(progress, cached) || strings.Contains(progress, "debootstrap (downloads") {
+		t.Fatalf("the changed recipe's build did not unpack the kept base:\n%s", progress)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, images.BaseListing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(tree) != len(want) || strings.Join(tree, "\n") != strings.Join(want, "\n") {
+		gotSet := map[string]bool{}
+		for _, l := range tree {
+			gotSet[l] = true
+		}
+		var diff []string
+		for _, l := range want {
+			if !gotSet[l] {
+				diff = append(diff, "- "+l)
+			}
+			delete(gotSet, l)
+		}
+		for l := range gotSet {
+			diff = append(diff, "+ "+l)
+		}
+		if len(diff) > 40 {
+			diff = append(diff[:40], fmt.Sprintf("... %d more", len(diff)-40))
+		}
+		t.Errorf("the unpacked base (%d entries) differs from debootstrap's tree (%d entries):\n%s", len(tree), len(want), strings.Join(diff, "\n"))
+	}
+}
+
 // lockedWriter keeps a build's progress, written and read at once.
 type lockedWriter struct {
 	mu sync.Mutex

@@ -2,6 +2,7 @@ package images
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -12,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -34,8 +34,13 @@ type packageIndex struct {
 	// Suite, Arch and Date say which list it is (Date from the Release
 	// file, as the mirror wrote it).
 	Suite, Arch, Date string
-	names             map[string]bool
-	provided          map[string][]string
+	// Release is the SHA-256 of the suite's Release file as the mirror
+	// served it for this build, which names the version of every package
+	// (a base's key: base.go); "" for a list kept from an earlier build
+	// because the mirror did not answer.
+	Release  string
+	names    map[string]bool
+	provided map[string][]string
 }
 
 // fetchTimeout bounds fetching the Release file and the Packages index.
@@ -64,19 +69,11 @@ var defMirror = regexp.MustCompile(`(?m)^DEF_MIRROR="([^"]+)"`)
 // defaultMirror is the mirror debootstrap uses when none is given, read
 // from its script.
 func defaultMirror() (string, error) {
-	path, err := exec.LookPath("debootstrap")
+	ds, err := readDebootstrap()
 	if err != nil {
-		return "", errors.New("debootstrap is not installed, so its default mirror is not known")
+		return "", fmt.Errorf("debootstrap's default mirror is not known: %w", err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	m := defMirror.FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s names no default mirror (DEF_MIRROR)", path)
-	}
-	return string(m[1]), nil
+	return ds.mirror, nil
 }
 
 // loadPackageIndex returns the package list of the mirror's suite (main
@@ -102,8 +99,16 @@ func loadPackageIndex(ctx context.Context, mirror, suite, cacheDir string) (ix *
 		}
 		return ix, fmt.Sprintf("the mirror did not answer (%v): checked against the list of %s kept from an earlier build", err, ix.Date), nil
 	}
-	rel, err := parseRelease(release)
+	data, err := io.ReadAll(io.LimitReader(release, maxReleaseBytes+1))
 	release.Close()
+	if err == nil && len(data) > maxReleaseBytes {
+		err = fmt.Errorf("it is larger than %d MiB", maxReleaseBytes>>20)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("the mirror's Release file for %s: %w", suite, err)
+	}
+	releaseSum := sha256.Sum256(data)
+	rel, err := parseRelease(bytes.NewReader(data))
 	if err != nil {
 		return nil, "", fmt.Errorf("the mirror's Release file for %s: %w", suite, err)
 	}
@@ -113,6 +118,7 @@ func loadPackageIndex(ctx context.Context, mirror, suite, cacheDir string) (ix *
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s_main_%s_%s", suite, arch, index.sha256))
 	if ix, err := readList(path); err == nil {
+		ix.Release = hex.EncodeToString(releaseSum[:])
 		return ix, "", nil
 	}
 	ix, err = fetchIndex(ctx, base+"main/binary-"+arch+"/Packages.gz", index)
@@ -120,6 +126,7 @@ func loadPackageIndex(ctx context.Context, mirror, suite, cacheDir string) (ix *
 		return nil, "", err
 	}
 	ix.Suite, ix.Arch, ix.Date = suite, arch, rel.date
+	ix.Release = hex.EncodeToString(releaseSum[:])
 	if err := writeList(path, ix); err != nil {
 		return nil, "", err
 	}

@@ -123,13 +123,23 @@ func TestPackageIndexIsKept(t *testing.T) {
 	if n := m.downloaded(); n != 2 || !ix.has("inkscape") || ix.has("gimp") {
 		t.Errorf("after the suite changed: %d downloads, inkscape %v, gimp %v", n, ix.has("inkscape"), ix.has("gimp"))
 	}
+	m.mu.Lock()
+	sum := sha256.Sum256(m.release)
+	m.mu.Unlock()
+	if want := hex.EncodeToString(sum[:]); ix.Release != want {
+		t.Errorf("the Release file's SHA-256 is given as %q, want %q", ix.Release, want)
+	}
+	// The list is kept: the Release file's checksum is still this one's.
+	if again, _, err := loadPackageIndex(context.Background(), m.url(), "bookworm", cache); err != nil || again.Release != ix.Release {
+		t.Errorf("with the list kept: Release %q (%v), want %q", again.Release, err, ix.Release)
+	}
 	if kept, _ := filepath.Glob(filepath.Join(packageListsDir(cache), "bookworm_*")); len(kept) != 1 {
 		t.Errorf("lists kept: %v, want the current one", kept)
 	}
 	m.srv.Close()
 	ix, note, err := loadPackageIndex(context.Background(), m.url(), "bookworm", cache)
-	if err != nil || !ix.has("inkscape") || !strings.Contains(note, "kept from an earlier build") {
-		t.Errorf("offline: %v, note %q", err, note)
+	if err != nil || !ix.has("inkscape") || !strings.Contains(note, "kept from an earlier build") || ix.Release != "" {
+		t.Errorf("offline: %v, note %q, Release %q (not read, so none)", err, note, ix.Release)
 	}
 	if _, _, err := loadPackageIndex(context.Background(), m.url(), "bookworm", t.TempDir()); err == nil {
 		t.Error("offline with no list kept: no error")

@@ -217,8 +217,9 @@ func ownCatalog(t testing.TB, im images.Image, shared desktop.Snapshot) Baked {
 }
 
 // prune removes the test snapshots of a flavor that an older recipe or QEMU
-// build made, and the images nothing uses any more (a test's or the host's
-// snapshots), so repeated CI runs on one machine do not fill its disk.
+// build made, the images nothing uses any more (a test's or the host's
+// snapshots) and the debootstrap bases no build uses, so repeated CI runs
+// on one machine do not fill its disk.
 func prune(t testing.TB, catalog *desktop.Catalog, flavor, current string) {
 	snaps, _, _ := catalog.List()
 	used := map[string]bool{}
@@ -247,6 +248,13 @@ func prune(t testing.TB, catalog *desktop.Catalog, flavor, current string) {
 	}
 	if err != nil {
 		t.Logf("pruning images: %v", err)
+	}
+	bases, err := images.PruneBases(CacheDir())
+	for _, bs := range bases {
+		t.Logf("removed unused debootstrap base %s", filepath.Base(bs.Dir))
+	}
+	if err != nil {
+		t.Logf("pruning debootstrap bases: %v", err)
 	}
 }
 
