@@ -190,8 +190,8 @@ func (s *Server) pageURL(ctx context.Context, id string) string {
 // openPage has the page Chromium shows load target, as Google's reference
 // client's navigate does (Playwright's page.goto): Page.navigate over the
 // page's DevTools WebSocket, through the bridge, then a wait for the new
-// page's load event (at most loadWait: a page still loading is pictured
-// as it is). A navigation that fails shows Chromium's error page, which
+// page to commit (at most loadWait: a page still loading is pictured as
+// it is). A navigation that fails shows Chromium's error page, which
 // the screenshot and url tell. Typing into the address bar instead raced
 // Chromium under TCG: ctrl+l reaches the address bar only after the
 // renderer has declined it, and the URL's first keys went to the page
@@ -237,11 +237,19 @@ func (s *Server) openPage(ctx context.Context, id, target string) error {
 			return failed(err)
 		}
 	}
-	waiting := false // for the load event, once the navigation started
+	// The wait ends when the main frame commits the new page
+	// (Page.frameNavigated): under TCG its load event came later than
+	// loadWait, and the screenshot's settling waits for the painting.
+	waiting, committed := false, false
 	for {
 		var m struct {
 			ID     int    `json:"id"`
 			Method string `json:"method"`
+			Params struct {
+				Frame struct {
+					ParentID string `json:"parentId"`
+				} `json:"frame"`
+			} `json:"params"`
 			Result struct {
 				LoaderID  string `json:"loaderId"`
 				ErrorText string `json:"errorText"`
@@ -263,9 +271,16 @@ func (s *Server) openPage(ctx context.Context, id, target string) error {
 			// Chromium's error page, or a same-document navigation: no
 			// load event to wait for.
 			return nil
+		case m.ID == 2 && committed:
+			return nil
 		case m.ID == 2:
 			waiting = true
 			conn.SetReadDeadline(time.Now().Add(loadWait))
+		case m.Method == "Page.frameNavigated" && m.Params.Frame.ParentID == "":
+			if waiting {
+				return nil
+			}
+			committed = true
 		case waiting && m.Method == "Page.loadEventFired":
 			return nil
 		}
@@ -273,7 +288,7 @@ func (s *Server) openPage(ctx context.Context, id, target string) error {
 }
 
 // navigateWait bounds a navigation's start; loadWait the wait for its
-// page's load event after.
+// page's commit after.
 const (
 	navigateWait = 30 * time.Second
 	loadWait     = 10 * time.Second
