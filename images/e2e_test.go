@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,16 +106,36 @@ func TestBakeRefusesBadInput(t *testing.T) {
 // driver's tmpfs, no draft in the catalog and no QEMU running: a failed
 // bake's memory file (as large as the guest's RAM) used to stay on
 // /dev/shm until the next driver start swept it.
+//
+// The settle and save cases are about what a failure after the ready line
+// leaves, not about the desktop's start (half a minute under TCG each): they
+// boot the image with the ready line in its kernel command line, which the
+// kernel prints on the console first thing, so the bake goes on to its
+// settle within seconds of the boot.
 func TestFailedBakeLeavesNoMemory(t *testing.T) {
-	im := testenv.Snapshot(t, images.FlavorMinimal).Image
+	testenv.SkipShort(t)
+	testenv.Require(t, "qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	// The image only (built, or cached), not a baked snapshot: the test
+	// bakes its own.
+	r, err := images.NewRecipe(images.FlavorMinimal, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := images.Build(ctx, r, images.BuildOptions{CacheDir: testenv.CacheDir(), Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyAtOnce := im
+	readyAtOnce.Cmdline += " loglevel=6 -- warmdesk: ready"
 	cat, err := desktop.NewCatalog(testenv.DataDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	memDir := filepath.Join(testenv.DataDir(t), "memory")
-	drv, err := qemu.New(ctx, qemu.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), SnapshotsDir: cat.Dir(), MemoryDir: memDir, Logger: testenv.Logger(t)})
+	runDir := testenv.RunDir(t)
+	drv, err := qemu.New(ctx, qemu.Options{RunDir: runDir, DataDir: testenv.DataDir(t), SnapshotsDir: cat.Dir(), MemoryDir: memDir, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +143,16 @@ func TestFailedBakeLeavesNoMemory(t *testing.T) {
 	settled := func(ctx context.Context, m desktop.Machine) error { return nil }
 	for _, tc := range []struct {
 		name    string
+		image   images.Image
 		timeout time.Duration // of the bake's context; 0: the test's
 		ready   time.Duration
 		settle  func(context.Context, desktop.Machine) error
 		want    string
 	}{
-		{name: "never ready", ready: time.Second, settle: settled, want: "did not report ready within 1s"},
-		{name: "cancelled", timeout: 2 * time.Second, settle: settled, want: "context deadline exceeded"},
-		{name: "settle fails", settle: func(context.Context, desktop.Machine) error { return errors.New("screen never settled") }, want: "screen never settled"},
-		{name: "save fails", settle: func(_ context.Context, m desktop.Machine) error {
+		{name: "never ready", image: im, ready: time.Second, settle: settled, want: "did not report ready within 1s"},
+		{name: "cancelled", image: im, timeout: 2 * time.Second, settle: settled, want: "context deadline exceeded"},
+		{name: "settle fails", image: readyAtOnce, settle: func(context.Context, desktop.Machine) error { return errors.New("screen never settled") }, want: "screen never settled"},
+		{name: "save fails", image: readyAtOnce, settle: func(_ context.Context, m desktop.Machine) error {
 			// QEMU ends between the settle and the save.
 			return syscall.Kill(m.Pid(), syscall.SIGKILL)
 		}, want: "save template"},
@@ -143,15 +165,20 @@ func TestFailedBakeLeavesNoMemory(t *testing.T) {
 				defer cancel()
 			}
 			var pid int
+			settleCalled := false
 			_, err := images.Bake(bctx, images.BakeOptions{
-				Driver: drv, Catalog: cat, Image: im, Name: "failing", MemoryMiB: 512, ReadyTimeout: tc.ready,
+				Driver: drv, Catalog: cat, Image: tc.image, Name: "failing", MemoryMiB: 512, ReadyTimeout: tc.ready,
+				Progress: t.Output(),
 				Settle: func(ctx context.Context, m desktop.Machine) error {
-					pid = m.Pid()
+					pid, settleCalled = m.Pid(), true
 					return tc.settle(ctx, m)
 				},
 			})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("bake: got %v, want an error saying %q", err, tc.want)
+			}
+			if tc.image.Cmdline == readyAtOnce.Cmdline && !settleCalled {
+				t.Fatalf("the bake failed before its settle: %v", err)
 			}
 			left, _ := os.ReadDir(memDir)
 			for _, e := range left {
@@ -165,6 +192,9 @@ func TestFailedBakeLeavesNoMemory(t *testing.T) {
 				if err := syscall.Kill(pid, 0); err == nil {
 					t.Errorf("the failed bake's QEMU (pid %d) still runs", pid)
 				}
+			}
+			if pids := testenv.QEMUsUnder(runDir); len(pids) > 0 {
+				t.Errorf("the failed bake left QEMU running: pids %v", pids)
 			}
 		})
 	}
