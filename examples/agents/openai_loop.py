@@ -10,6 +10,19 @@ from warmdesk import Client
 W, H = 1280, 800
 
 
+def confirmed(call) -> list:
+    """The safety checks a person at the terminal acknowledges: OpenAI asks
+    for a human's confirmation before such a call runs, and hostd refuses it
+    (409 confirmation_required) until it is given."""
+    ids = []
+    for check in call.pending_safety_checks:
+        answer = input(f"safety check {check.code}: {check.message}\nrun this action anyway? [y/N] ")
+        if answer.strip().lower() != "y":
+            raise SystemExit("stopped: a safety check was not acknowledged")
+        ids.append(check.id)
+    return ids
+
+
 def main(task: str) -> None:
     desk = Client().create("browser")
     llm = OpenAI()
@@ -22,7 +35,7 @@ def main(task: str) -> None:
                 print(response.output_text)
                 return
             outputs = [desk.openai(call.model_dump(), display=(W, H),
-                                   acknowledge_safety_checks=[c.id for c in call.pending_safety_checks])
+                                   acknowledge_safety_checks=confirmed(call))
                        for call in calls]
             response = llm.responses.create(model="computer-use", tools=tools, previous_response_id=response.id,
                                             input=outputs, truncation="auto")
