@@ -396,6 +396,9 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request, d desktop.
 		st.End(err)
 		return
 	}
+	if line, ok := sdkLine(req.Process); ok && locationLine.MatchString(line) && !s.cfg.GuestOnly {
+		s.awaitPointer(r.Context(), d.ID, execReq)
+	}
 	tag := ""
 	if req.Tag != nil {
 		tag = *req.Tag
