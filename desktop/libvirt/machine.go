@@ -116,6 +116,9 @@ type Machine struct {
 	exitOnce sync.Once
 	reason   string
 
+	// keys holds each keyboard frame until the guest has read the last (qemuvm's keygate.go).
+	keys qemuvm.KeyGate
+
 	// lifeChanged is closed and replaced on every lifecycle event of the
 	// domain (paused, resumed), for calls that wait for the guest to run.
 	lifeMu      sync.Mutex
@@ -353,7 +356,9 @@ func (m *Machine) resume(ctx context.Context) error {
 // passthrough.
 func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
 	shape := m.record().Shape
-	return qemuvm.SendInput(ctx, m.monitor(), events, shape.Width, shape.Height)
+	return m.keys.Send(ctx, m.monitor(), events, func(ctx context.Context) error {
+		return qemuvm.SendInput(ctx, m.monitor(), events, shape.Width, shape.Height)
+	})
 }
 
 // Screendump asks QEMU, through QMP passthrough, for a picture of the

@@ -87,6 +87,9 @@ type Machine struct {
 
 	// jail is the machine's user id, cgroup and owned disk.
 	jail *jail
+
+	// keys holds each keyboard frame until the guest has read the last (keygate.go).
+	keys qemuvm.KeyGate
 }
 
 var _ desktop.Machine = (*Machine)(nil)
@@ -164,7 +167,9 @@ func (m *Machine) Resume(ctx context.Context) error {
 // SendInput delivers one synchronised frame of input events.
 func (m *Machine) SendInput(ctx context.Context, events []desktop.InputEvent) error {
 	shape := m.rec.Shape
-	return qemuvm.SendInput(ctx, m.qmp, events, shape.Width, shape.Height)
+	return m.keys.Send(ctx, m.qmp, events, func(ctx context.Context) error {
+		return qemuvm.SendInput(ctx, m.qmp, events, shape.Width, shape.Height)
+	})
 }
 
 // Screendump asks QEMU for a picture of the screen (PPM, uncompressed).

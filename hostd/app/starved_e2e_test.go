@@ -1,0 +1,129 @@
+package app_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop/qemuvm"
+	"github.com/warmdesk/warmdesk/input"
+)
+
+// Typing loses nothing when the guest is slow to read its keyboard. QEMU's
+// PS/2 queue holds 16 bytes (about eight keystrokes) and drops what comes
+// on top, so a frame sent at a wall-clock rate overflowed it twice over:
+// typed right after a create, "echo ready > /tmp/ready" arrived as
+// "/tmp/ready" (the guest, fresh from its restore, took no keyboard
+// interrupt for a while), and with the vCPU threads (not QEMU's main loop,
+// which takes the input) given 5 ms of CPU every 100 ms through a CPU
+// quota, the harshest form of a busy host, every typed line lost keys.
+// qemuvm's KeyGate holds each keyboard frame until the guest has read the
+// last; both cases land whole.
+func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
+	s := startActionStack(t)
+	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
+	s.waitFile(t, "/tmp/ready", "ready\n")
+
+	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines = 2
+	text := "abcdefghijklmnopqrstuvwxyz0123456789"
+	func() {
+		restore := starveVCPUs(t, mach.Pid(), 5000, 100000)
+		defer restore()
+		for i := range lines {
+			s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: fmt.Sprintf("echo %s > /tmp/typed-%d\n", text, i)}}})
+		}
+	}()
+	for i := range lines {
+		s.waitFile(t, fmt.Sprintf("/tmp/typed-%d", i), text+"\n")
+	}
+}
+
+// starveVCPUs moves the vCPU threads of QEMU process pid into a child of
+// their cgroup v1 cpu group with a quota of quota µs every period µs, and
+// returns what moves them back.
+func starveVCPUs(t *testing.T, pid, quota, period int) (restore func()) {
+	t.Helper()
+	tids := vcpuThreads(t, pid)
+	parent := filepath.Join("/sys/fs/cgroup/cpu", cpuCgroupOf(t, pid))
+	if _, err := os.Stat(filepath.Join(parent, "cpu.cfs_quota_us")); err != nil {
+		t.Fatalf("no cgroup v1 cpu controller for QEMU at %s: %v", parent, err)
+	}
+	dir := filepath.Join(parent, "starved")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(file, v string) error { return os.WriteFile(filepath.Join(dir, file), []byte(v), 0) }
+	undo := func() {
+		var errs []error
+		for _, tid := range tids {
+			errs = append(errs, os.WriteFile(filepath.Join(parent, "tasks"), []byte(tid), 0))
+		}
+		errs = append(errs, os.Remove(dir))
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("give the vCPUs their CPU back: %v", err)
+		}
+	}
+	if err := errors.Join(write("cpu.cfs_period_us", fmt.Sprint(period)), write("cpu.cfs_quota_us", fmt.Sprint(quota))); err != nil {
+		os.Remove(dir)
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		if err := write("tasks", tid); err != nil {
+			undo()
+			t.Fatalf("move vCPU thread %s: %v", tid, err)
+		}
+	}
+	return undo
+}
+
+func vcpuThreads(t *testing.T, pid int) []string {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tids []string
+	for _, task := range tasks {
+		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && qemuvm.IsVCPUThread(string(comm)) {
+			tids = append(tids, filepath.Base(task))
+		}
+	}
+	if len(tids) == 0 {
+		t.Fatalf("QEMU %d has no vCPU threads", pid)
+	}
+	return tids
+}
+
+// cpuCgroupOf reads the cgroup v1 cpu group of a process from
+// /proc/PID/cgroup ("4:cpu:/path" or "4:cpu,cpuacct:/path").
+func cpuCgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "cpu" {
+				return parts[2]
+			}
+		}
+	}
+	t.Fatalf("QEMU %d is in no cgroup v1 cpu group (cgroup v2 hosts are not covered by this test)", pid)
+	return ""
+}
