@@ -227,6 +227,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			break
 		}
 		e.progress("suite %s", s)
+		began := time.Now()
 		var err error
 		switch s {
 		case "create":
@@ -263,6 +264,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("suite %s: %w", s, err)
 		}
 		e.cleanupDesktops()
+		// Each suite's own time, so a slower one is seen in the report
+		// (and in CI's smoke run) the day it lands.
+		took := time.Since(began).Seconds()
+		res.set("suite_"+s+"_s", took)
+		e.progress("suite %s took %.0f s", s, took)
 	}
 	res.Took = time.Since(start).Seconds()
 	sort.Strings(res.Notes)
