@@ -31,9 +31,9 @@ type RunnerConfig struct {
 	// KeystrokeInterval is the typing rate, as the time from one keyboard
 	// frame to the next (like xdotool's --delay); 0 selects
 	// DefaultKeystrokeInterval. It paces all keyboard frames, across
-	// actions and batches: QEMU's PS/2 keyboard queue holds only 16 bytes
-	// and the guest drains it at its own speed, so keystrokes sent faster
-	// are lost. It is a rate, not a wait for the guest to do anything. It
+	// actions and batches. It is a rate, not a wait for the guest: the
+	// QEMU drivers also hold each keyboard frame until the guest has read
+	// the last from its 16-byte PS/2 queue (qemuvm.KeyGate). It
 	// also spaces the press and release of modifiers held around pointer
 	// actions, which keeps them ordered around the pointer events: keyboard
 	// and pointer are separate guest devices.
