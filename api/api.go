@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/warmdesk/warmdesk/netpolicy"
 )
 
 // Duration is a JSON duration: a Go duration string ("90s", "30m", "2h")
@@ -46,10 +44,10 @@ type CreateDesktop struct {
 	TTL      Duration `json:"ttl,omitempty"`
 	// Network is the egress policy; true and false are accepted for
 	// open and none.
-	Network   netpolicy.Policy `json:"network"`
-	CPUs      int              `json:"cpus,omitempty"`
-	MemoryMiB int              `json:"memory_mib,omitempty"`
-	DiskMiB   int              `json:"disk_mib,omitempty"`
+	Network   NetworkPolicy `json:"network"`
+	CPUs      int           `json:"cpus,omitempty"`
+	MemoryMiB int           `json:"memory_mib,omitempty"`
+	DiskMiB   int           `json:"disk_mib,omitempty"`
 	// Volumes are attached and mounted before the create returns.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// Clock, when set, is the guest's wall-clock time (RFC 3339) when the
@@ -80,7 +78,7 @@ type Desktop struct {
 	CPUs       int               `json:"cpus"`
 	MemoryMiB  int               `json:"memory_mib"`
 	DiskMiB    int               `json:"disk_mib,omitempty"`
-	Network    netpolicy.Policy  `json:"network"`
+	Network    NetworkPolicy     `json:"network"`
 	CreatedAt  time.Time         `json:"created_at"`
 	LastUsedAt time.Time         `json:"last_used_at"`
 	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`

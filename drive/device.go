@@ -38,7 +38,7 @@ type device struct {
 	keysSent time.Time
 }
 
-var _ input.Device = (*device)(nil)
+var _ inputDevice = (*device)(nil)
 
 func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 	mach, dk, err := d.s.mgr.Machine(ctx, d.id, false)
@@ -416,18 +416,10 @@ func beyondPointer(rects []image.Rectangle) bool {
 // sleepUntil waits until t or ctx's end. It paces input like a hand (a
 // rate), not a wait for the guest to do something.
 func sleepUntil(ctx context.Context, t time.Time) error {
-	wait := time.Until(t)
-	if wait <= 0 {
-		return nil
+	if wait := time.Until(t); wait > 0 {
+		return sleepContext(ctx, wait)
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // counter is the mirror's change counter, 0 without a mirror.

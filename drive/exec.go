@@ -1,6 +1,7 @@
 package drive
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -69,7 +70,7 @@ type GuestFile interface {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Check fills in defaults and checks the request; the error is an
+// Check fills in defaults and checks the request; the error holds an
 // *input.ValidationError naming the field (cmd, args[i], env.NAME, cwd,
 // timeout, max_output).
 func (r *ExecRequest) Check() error {
@@ -154,6 +155,29 @@ func (e *FieldError) FieldName() string { return e.Field }
 
 func (e *FieldError) Unwrap() error { return desktop.ErrInvalid }
 
-func fieldError(field, format string, args ...any) *input.ValidationError {
-	return &input.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+// fieldError is a bad request value: an *input.ValidationError naming the
+// field, which is a desktop.ErrInvalid too.
+func fieldError(field, format string, args ...any) error {
+	return &invalidError{&input.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}}
+}
+
+// invalidError is an error of input's vocabulary that is also a
+// desktop.ErrInvalid: input knows no domain, and the callers that classify
+// the service's errors (web, e2b) look for desktop.ErrInvalid. Its text
+// and field are the wrapped error's.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string { return e.err.Error() }
+
+func (e *invalidError) Unwrap() error { return e.err }
+
+func (e *invalidError) Is(target error) bool { return target == desktop.ErrInvalid }
+
+// asInvalid makes an input error (errors.Is(err, input.ErrInvalid)) a
+// desktop.ErrInvalid as well; other errors pass unchanged.
+func asInvalid(err error) error {
+	if errors.Is(err, input.ErrInvalid) && !errors.Is(err, desktop.ErrInvalid) {
+		return &invalidError{err}
+	}
+	return err
 }

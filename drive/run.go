@@ -130,9 +130,9 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 		return Outcome{}, fieldError("display_width", "%dx%d is larger than the %dx%d screen: declare the screen's size or less (only the daemon's token may ask for an upscaled picture)", req.Display.X, req.Display.Y, native.X, native.Y)
 	}
 	out := Outcome{Space: spaceOf(native, req.Display)}
-	runner := dk.runner
-	if err := runner.Validate(req.Batch, out.Space); err != nil {
-		return out, err
+	rn := dk.runner
+	if err := rn.Validate(req.Batch, out.Space); err != nil {
+		return out, asInvalid(err)
 	}
 	last := req.Batch[len(req.Batch)-1].Kind
 	var scr Screen
@@ -142,7 +142,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 		}
 	}
 	if hasKind(req.Batch, input.KindCursorPosition) {
-		if _, ok := runner.Position(); !ok {
+		if _, ok := rn.Position(); !ok {
 			// Best effort: without it cursor_position reports its own
 			// error, which is what the agent should see then.
 			if err := s.LocatePointer(ctx, id); err != nil {
@@ -150,11 +150,11 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 			}
 		}
 	}
-	opts := input.RunOptions{Space: out.Space, Screenshot: req.Screenshot}
+	opts := runOptions{Space: out.Space, Screenshot: req.Screenshot}
 	if req.MidShots && scr != nil {
 		out.Mids = map[int]Picture{}
 		opts.Capture = func(ctx context.Context, index int, region *input.Rect) error {
-			pic, err := s.settleAndCapture(ctx, runner, scr, req, out.Space, region)
+			pic, err := s.settleAndCapture(ctx, rn, scr, req, out.Space, region)
 			if err != nil {
 				return err
 			}
@@ -164,7 +164,8 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	}
 	bctx, blog := withBatchLog(ctx)
 	opts.Starting = func(_ int, kind input.Kind) { blog.starting(kind) }
-	out.Result, out.Err = runner.Run(bctx, req.Batch, opts)
+	out.Result, out.Err = rn.Run(bctx, req.Batch, opts)
+	out.Err = asInvalid(out.Err)
 	blog.mu.Lock()
 	out.SyncWait, out.Warnings = blog.sync, blog.warnings
 	react := blog.input && req.Reaction > 0
@@ -189,7 +190,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	if r.idle {
 		settled.Settle = 0 // quiet for settle_ms already
 	}
-	pic, err := s.settleAndCapture(ctx, runner, scr, settled, out.Space, out.Result.Zoom)
+	pic, err := s.settleAndCapture(ctx, rn, scr, settled, out.Space, out.Result.Zoom)
 	if err != nil {
 		out.Err = fmt.Errorf("trailing screenshot: %w", err)
 		return out, nil
@@ -287,7 +288,7 @@ func spaceOf(native, display image.Point) input.Space {
 
 // settleAndCapture waits for the screen to stay unchanged for the quiet
 // period (or the deadline), then captures it, or the zoom region.
-func (s *Service) settleAndCapture(ctx context.Context, runner *input.Runner, scr Screen, req Request, space input.Space, zoom *input.Rect) (Picture, error) {
+func (s *Service) settleAndCapture(ctx context.Context, rn *runner, scr Screen, req Request, space input.Space, zoom *input.Rect) (Picture, error) {
 	var pic Picture
 	if req.Settle > 0 && req.SettleTimeout > 0 {
 		got, err := screenshot.WaitSettled(ctx, scr.Source(), req.Settle, req.SettleTimeout)
@@ -304,7 +305,7 @@ func (s *Service) settleAndCapture(ctx context.Context, runner *input.Runner, sc
 	} else if req.Display != (image.Point{}) {
 		o.Width, o.Height = w, h
 	}
-	if p, ok := runner.Position(); ok && req.Cursor {
+	if p, ok := rn.Position(); ok && req.Cursor {
 		o.Cursor, o.Pointer = true, image.Pt(p.X, p.Y)
 	}
 	shot, err := scr.Capture(ctx, o)

@@ -7,8 +7,10 @@
 // decodes its own wire form, calls a method here, and encodes the answer.
 //
 // A batch's path to QEMU: Service.Run checks the desktop and the batch,
-// the desktop's input.Runner runs the actions in order, and the runner's
-// device (device.go) paces each frame and hands it to the desktop's
+// input.Compile resolves it, the desktop's runner (runner.go) runs the
+// actions in order, turning each into frames (frames.go) that it paces and
+// whose held keys and buttons it tracks, and the runner's device
+// (device.go) paces each frame further and hands it to the desktop's
 // desktop.Machine, which writes it to QMP.
 package drive
 
@@ -36,7 +38,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Limits bound each batch; zero fields take input's defaults.
 	Limits input.Limits
-	// KeystrokeInterval is the typing rate; 0 takes input's default.
+	// KeystrokeInterval is the typing rate; 0 takes
+	// DefaultKeystrokeInterval.
 	KeystrokeInterval time.Duration
 	// PressTimeout bounds each wait for the guest to show it read a drag's
 	// button press (see device.sealPress); 0 takes DefaultPressTimeout.
@@ -94,7 +97,7 @@ type Service struct {
 
 // desk is one desktop's input state.
 type desk struct {
-	runner *input.Runner
+	runner *runner
 	typing typingSlots
 }
 
@@ -143,7 +146,7 @@ func (s *Service) desk(id string) (*desk, error) {
 	}
 	d := &desk{}
 	dev := &device{s: s, id: id}
-	r, err := input.NewRunner(input.RunnerConfig{
+	r, err := newRunner(runnerConfig{
 		Device:            dev,
 		Guest:             guestTyper{s: s, id: id, dev: dev, slots: &d.typing},
 		Limits:            s.cfg.Limits,

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/warmdesk/warmdesk/input"
 )
 
 // Text the US layout cannot type (accents, CJK, emoji) is typed by X's
@@ -67,7 +65,7 @@ if [ ! -s "$f" ]; then
 fi
 cat "$f"`
 
-// guestTyper implements input.Guest for one desktop.
+// guestTyper implements guestTypist for one desktop.
 type guestTyper struct {
 	s     *Service
 	id    string
@@ -75,7 +73,7 @@ type guestTyper struct {
 	slots *typingSlots
 }
 
-var _ input.Guest = guestTyper{}
+var _ guestTypist = guestTyper{}
 
 func (g guestTyper) TypeText(ctx context.Context, text string) error {
 	// The runner's device checks control on every frame; text through the

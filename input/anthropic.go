@@ -41,7 +41,7 @@ type AnthropicCall struct {
 
 // WantsScreenshot says whether the tool_result should carry a screenshot:
 // after every action but cursor_position, as the reference implementation
-// does. Pass it as RunOptions.Screenshot.
+// does. Pass it as drive.Request.Screenshot.
 func (c AnthropicCall) WantsScreenshot() bool { return c.Action != "cursor_position" }
 
 // anthropicActions lists the tool's actions across versions.

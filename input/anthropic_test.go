@@ -1,15 +1,11 @@
 package input
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // anthropicCases are computer tool inputs in the shapes of the tool's
@@ -124,63 +120,6 @@ func TestDecodeAnthropicErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(ve.Reason, c.contains) {
 			t.Errorf("DecodeAnthropic(%s) = %v, want field %q containing %q", c.body, err, c.field, c.contains)
 		}
-	}
-}
-
-// TestAnthropicEndToEnd runs translated calls in a declared 640x400 space
-// over a 1280x800 desktop and checks the input and the tool_result.
-func TestAnthropicEndToEnd(t *testing.T) {
-	r, dev, _ := newTestRunner(t, nil)
-	declared := scaleSpace{w: 640, h: 400, factor: 2}
-	do := func(body string) (AnthropicCall, BatchResult, error) {
-		t.Helper()
-		call, err := DecodeAnthropic([]byte(body))
-		if err != nil {
-			t.Fatalf("DecodeAnthropic(%s): %v", body, err)
-		}
-		res, err := r.Run(context.Background(), call.Batch, RunOptions{Space: declared, Screenshot: call.WantsScreenshot()})
-		return call, res, err
-	}
-
-	call, res, err := do(`{"action":"left_click","coordinate":[320,200],"text":"shift"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertFrames(t, dev.Frames(),
-		[]desktop.InputEvent{key("shift", true)}, []desktop.InputEvent{mv(640, 400)},
-		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
-		[]desktop.InputEvent{key("shift", false)},
-	)
-	if !res.Screenshot {
-		t.Error("a click should ask for a screenshot")
-	}
-	img := &Image{MediaType: "image/png", Data: []byte("\x89PNG")}
-	got, _ := json.Marshal(NewAnthropicToolResult("toolu_1", call, res, nil, img))
-	const wantImage = `{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}}]}`
-	if string(got) != wantImage {
-		t.Errorf("tool_result\n got %s\nwant %s", got, wantImage)
-	}
-
-	call, res, err = do(`{"action":"cursor_position"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Screenshot {
-		t.Error("cursor_position should not ask for a screenshot")
-	}
-	got, _ = json.Marshal(NewAnthropicToolResult("toolu_2", call, res, nil, nil))
-	const wantText = `{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"X=320,Y=200"}]}`
-	if string(got) != wantText {
-		t.Errorf("tool_result\n got %s\nwant %s", got, wantText)
-	}
-
-	call, res, err = do(`{"action":"mouse_move","coordinate":[700,10]}`)
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("out of the declared space: err = %v", err)
-	}
-	tr := NewAnthropicToolResult("toolu_3", call, res, err, nil)
-	if !tr.IsError || len(tr.Content) != 1 || !strings.HasPrefix(tr.Content[0].Text, "Error: coordinate: 700 is outside the 640x400") {
-		t.Errorf("error tool_result = %+v", tr)
 	}
 }
 

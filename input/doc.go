@@ -1,12 +1,17 @@
-// Package input turns computer-use actions into QEMU input events.
+// Package input is the vocabulary of computer-use actions: what an agent
+// may ask of a desktop, decoded strictly, validated, and resolved to QEMU's
+// names (qcodes, buttons, native pixels). It sends nothing and knows no
+// desktop: drive runs the batches.
 //
-// Agents speak one of three vocabularies: the canonical one (Batch,
+// Agents speak one of several vocabularies: the canonical one (Batch,
 // DecodeBatch, Action), Anthropic's computer tool (DecodeAnthropic,
-// NewAnthropicToolResult) or OpenAI's computer tool (DecodeOpenAI,
-// NewOpenAIOutput). The adapters are thin translations into canonical
-// Batches; a per-desktop Runner validates a whole Batch, then sends it
-// through a Device, one synchronised frame at a time, and through a Guest for
-// text the US keyboard layout cannot type.
+// NewAnthropicToolResult), OpenAI's computer tool (DecodeOpenAI,
+// NewOpenAIOutput) or Gemini's computer-use functions (DecodeGeminiCalls).
+// The adapters are thin translations into canonical Batches; Compile
+// validates a whole Batch and resolves it into Steps, which drive's
+// per-desktop runner sends one synchronised frame at a time, and through
+// the guest for text the US keyboard layout cannot type. The results
+// (BatchResult) are vocabulary too: the adapters answer with them.
 //
 // # Canonical actions
 //
@@ -29,7 +34,7 @@
 // errors.Is(err, ErrInvalid) holds for all of them. Validation (values,
 // limits, key names, coordinates against the Space) covers the whole batch
 // before anything is sent: nothing at all is sent for a batch that fails.
-// Coordinates are in the RunOptions.Space (a scaled screenshot's, or
+// Coordinates are in the ValidateOptions.Space (a scaled screenshot's, or
 // NativeSpace); outside it is an error, never a clamp.
 //
 // # Keys
@@ -44,11 +49,11 @@
 //
 // # Typing
 //
-// Text whose every rune is on the US layout is typed as key presses with
-// shift where needed, one keystroke with its modifiers per frame, paced by
-// RunnerConfig.KeystrokeInterval (the typing rate). Text with any other rune
-// goes whole through Guest.TypeText: see planText for why the string is not
-// split.
+// Text whose every rune is on the US layout is planned as key presses with
+// shift where needed (TextPlan.Strokes), which drive sends one keystroke
+// with its modifiers per frame, paced by its typing rate. Text with any
+// other rune goes whole through the guest (TextPlan.Guest): see planText
+// for why the string is not split.
 //
 // # Known limits
 //

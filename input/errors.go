@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // ErrInvalid is matched by every error that rejects a request before any input
@@ -33,11 +31,10 @@ func (e *ValidationError) Error() string {
 	return e.Field + ": " + e.Reason
 }
 
-// Is makes every ValidationError match ErrInvalid, and the domain's
-// desktop.ErrInvalid, so callers outside input classify it too.
-func (e *ValidationError) Is(target error) bool {
-	return target == ErrInvalid || target == desktop.ErrInvalid
-}
+// Is makes every ValidationError match ErrInvalid. The vocabulary knows no
+// domain: drive, which runs batches on desktops, makes the errors it
+// returns match desktop.ErrInvalid as well.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // FieldName is the request field at fault ("actions[2].x"), empty when the
 // whole request is.

@@ -1,7 +1,6 @@
 package input
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // openAICases are computer_call items in the shapes of the openai-python
@@ -125,44 +122,6 @@ func TestDecodeOpenAIErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(ve.Reason, c.contains) {
 			t.Errorf("DecodeOpenAI(%s) = %v, want field %q containing %q", c.body, err, c.field, c.contains)
 		}
-	}
-}
-
-// TestOpenAIEndToEnd runs a GA batch in a 640x400 screenshot space over a
-// 1280x800 desktop and checks the input and the computer_call_output.
-func TestOpenAIEndToEnd(t *testing.T) {
-	r, dev, _ := newTestRunner(t, nil)
-	call, err := DecodeOpenAI([]byte(`{"type":"computer_call","id":"cu_9","call_id":"call_9","actions":[
-		{"type":"click","button":"left","x":0,"y":399,"keys":["CTRL"]},
-		{"type":"keypress","keys":["CTRL","L"]},
-		{"type":"scroll","x":10,"y":10,"scroll_x":0,"scroll_y":-200}],
-		"pending_safety_checks":[{"id":"cu_sc_1","code":"malicious_instructions","message":"careful"},{"id":"cu_sc_2","code":"irrelevant_domain"}]}`), OpenAIOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(context.Background(), call.Batch, RunOptions{Space: scaleSpace{640, 400, 2}, Screenshot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertFrames(t, dev.Frames(),
-		[]desktop.InputEvent{key("ctrl", true)}, []desktop.InputEvent{mv(0, 798)},
-		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{btn("left", false)},
-		[]desktop.InputEvent{key("ctrl", false)},
-		tap("ctrl", "l"),
-		[]desktop.InputEvent{mv(20, 20)},
-		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
-		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
-	)
-	if !res.Screenshot {
-		t.Error("no trailing screenshot wanted")
-	}
-	out := NewOpenAIOutput(call, Image{MediaType: "image/png", Data: []byte("\x89PNG")}, func(c OpenAISafetyCheck) bool {
-		return c.Code == "malicious_instructions"
-	}, "original")
-	got, _ := json.Marshal(out)
-	const want = `{"type":"computer_call_output","call_id":"call_9","output":{"type":"computer_screenshot","image_url":"data:image/png;base64,iVBORw==","detail":"original"},"acknowledged_safety_checks":[{"id":"cu_sc_1","code":"malicious_instructions","message":"careful"}]}`
-	if string(got) != want {
-		t.Errorf("computer_call_output\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -7,21 +7,22 @@ import (
 	"unicode/utf8"
 )
 
-// step is one validated action, resolved to qcodes, QEMU button names and
-// native coordinates, ready to send.
-type step struct {
-	action Action
+// Step is one validated action, resolved to qcodes, QEMU button names and
+// native coordinates: what the runner (drive) sends, with no name or
+// coordinate left to look up.
+type Step struct {
+	Action Action
 
-	at      *Point  // native
-	path    []Point // native
-	region  *Rect   // native
-	button  string  // QEMU InputButton
-	count   int
-	mods    Chord
-	notches []string // wheel buttons, one per notch, in order
-	text    textPlan
-	chord   Chord
-	repeat  int
+	At      *Point   // native; nil: wherever the pointer is
+	Path    []Point  // native
+	Region  *Rect    // native
+	Button  string   // QEMU InputButton
+	Count   int      // clicks, 1 to 3
+	Mods    Chord    // held around a pointer action
+	Notches []string // wheel buttons, one per notch, in order
+	Text    TextPlan
+	Chord   Chord
+	Repeat  int
 }
 
 // ValidateOptions is what validation depends on besides the batch.
@@ -38,11 +39,13 @@ type ValidateOptions struct {
 // error, never a clamp), and every limit. It returns a *ValidationError
 // naming the first offending field as "actions[i].field".
 func Validate(batch Batch, opts ValidateOptions) error {
-	_, err := compile(batch, opts)
+	_, err := Compile(batch, opts)
 	return err
 }
 
-func compile(batch Batch, opts ValidateOptions) ([]step, error) {
+// Compile validates a whole batch as Validate does and resolves each action
+// into a Step, in order.
+func Compile(batch Batch, opts ValidateOptions) ([]Step, error) {
 	lim := opts.Limits.withDefaults()
 	if len(batch) == 0 {
 		return nil, invalid("actions", "no actions given")
@@ -56,7 +59,7 @@ func compile(batch Batch, opts ValidateOptions) ([]step, error) {
 	if w, h := opts.Space.Size(); w <= 0 || h <= 0 {
 		return nil, invalid("", "coordinate space %dx%d is empty", w, h)
 	}
-	steps := make([]step, 0, len(batch))
+	steps := make([]Step, 0, len(batch))
 	for i, a := range batch {
 		s, err := compileAction(a, opts, lim)
 		if err != nil {
@@ -67,8 +70,8 @@ func compile(batch Batch, opts ValidateOptions) ([]step, error) {
 	return steps, nil
 }
 
-func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
-	s := step{action: a}
+func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
+	s := Step{Action: a}
 	var err error
 	if _, known := actionFields(a.Kind); !known {
 		return s, invalid("action", "unknown action %q (known: %v)", a.Kind, Kinds())
@@ -82,7 +85,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 			return s, invalid("x", "required")
 		}
 		if a.At != nil {
-			if s.at, err = toNative(*a.At, opts.Space, "x", "y"); err != nil {
+			if s.At, err = toNative(*a.At, opts.Space, "x", "y"); err != nil {
 				return s, err
 			}
 		}
@@ -90,7 +93,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 	switch a.Kind {
 	case KindClick, KindDrag, KindMouseDown, KindMouseUp:
 		var ok bool
-		if s.button, ok = qemuButton(a.Button); !ok {
+		if s.Button, ok = qemuButton(a.Button); !ok {
 			return s, invalid("button", "unknown button %q (known: left, right, middle, back, forward)", a.Button)
 		}
 	}
@@ -100,7 +103,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 			if len(a.Modifiers) > lim.MaxChordKeys {
 				return s, invalid("modifiers", "%d keys are over the limit of %d", len(a.Modifiers), lim.MaxChordKeys)
 			}
-			if s.mods, err = ParseKeys(a.Modifiers); err != nil {
+			if s.Mods, err = ParseKeys(a.Modifiers); err != nil {
 				return s, withPrefix(err, "modifiers")
 			}
 		}
@@ -108,11 +111,11 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 
 	switch a.Kind {
 	case KindClick:
-		s.count = a.Count
-		if s.count == 0 {
-			s.count = 1
+		s.Count = a.Count
+		if s.Count == 0 {
+			s.Count = 1
 		}
-		if s.count < 1 || s.count > 3 {
+		if s.Count < 1 || s.Count > 3 {
 			return s, invalid("count", "must be 1, 2 or 3, got %d", a.Count)
 		}
 	case KindDrag:
@@ -127,7 +130,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 			if err != nil {
 				return s, withPrefix(err, "path["+strconv.Itoa(i)+"]")
 			}
-			s.path = append(s.path, *n)
+			s.Path = append(s.Path, *n)
 		}
 	case KindScroll:
 		for _, axis := range []struct {
@@ -141,9 +144,9 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 			}
 			for range abs(axis.v) {
 				if axis.v < 0 {
-					s.notches = append(s.notches, axis.neg)
+					s.Notches = append(s.Notches, axis.neg)
 				} else {
-					s.notches = append(s.notches, axis.pos)
+					s.Notches = append(s.Notches, axis.pos)
 				}
 			}
 		}
@@ -154,27 +157,27 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 		if n := utf8.RuneCountInString(a.Text); n > lim.MaxTextRunes {
 			return s, invalid("text", "%d characters are over the limit of %d", n, lim.MaxTextRunes)
 		}
-		if s.text, err = planText(a.Text, "text"); err != nil {
+		if s.Text, err = planText(a.Text, "text"); err != nil {
 			return s, err
 		}
-		if s.text.guest != "" && !opts.HasGuest {
+		if s.Text.Guest != "" && !opts.HasGuest {
 			return s, invalid("text", "has characters the US keyboard layout cannot type, and this desktop has no guest agent to type them")
 		}
 	case KindKey:
 		if a.Chord == "" {
 			return s, invalid("chord", "required")
 		}
-		if s.chord, err = ParseChord(a.Chord); err != nil {
+		if s.Chord, err = ParseChord(a.Chord); err != nil {
 			return s, withPrefix(err, "chord")
 		}
-		if len(s.chord) > lim.MaxChordKeys {
-			return s, invalid("chord", "%d keys are over the limit of %d", len(s.chord), lim.MaxChordKeys)
+		if len(s.Chord) > lim.MaxChordKeys {
+			return s, invalid("chord", "%d keys are over the limit of %d", len(s.Chord), lim.MaxChordKeys)
 		}
-		s.repeat = a.Repeat
-		if s.repeat == 0 {
-			s.repeat = 1
+		s.Repeat = a.Repeat
+		if s.Repeat == 0 {
+			s.Repeat = 1
 		}
-		if s.repeat < 1 || s.repeat > lim.MaxRepeat {
+		if s.Repeat < 1 || s.Repeat > lim.MaxRepeat {
 			return s, invalid("repeat", "must be 1 to %d, got %d", lim.MaxRepeat, a.Repeat)
 		}
 	case KindHoldKey:
@@ -184,7 +187,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 		if len(a.Keys) > lim.MaxChordKeys {
 			return s, invalid("keys", "%d keys are over the limit of %d", len(a.Keys), lim.MaxChordKeys)
 		}
-		if s.chord, err = ParseKeys(a.Keys); err != nil {
+		if s.Chord, err = ParseKeys(a.Keys); err != nil {
 			return s, withPrefix(err, "keys")
 		}
 		if err := checkDuration(a.Duration, lim); err != nil {
@@ -198,7 +201,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (step, error) {
 		if a.Region == nil {
 			return s, invalid("region", "required")
 		}
-		if s.region, err = regionToNative(*a.Region, opts.Space); err != nil {
+		if s.Region, err = regionToNative(*a.Region, opts.Space); err != nil {
 			return s, err
 		}
 	}

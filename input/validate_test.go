@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+var native = NativeSpace{Width: 1280, Height: 800}
+
 func TestValidateErrorsNameTheField(t *testing.T) {
 	long := strings.Repeat("a", DefaultLimits().MaxTextRunes+1)
 	many := make(Batch, DefaultLimits().MaxActions+1)
@@ -108,32 +110,12 @@ func TestPlanTextSplitsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.guest != "abc ü def" || plan.strokes != nil {
+	if plan.Guest != "abc ü def" || plan.Strokes != nil {
 		t.Errorf("plan = %+v, want the whole text through the guest", plan)
 	}
 	plan, err = planText("ab\r", "text")
-	if err != nil || len(plan.strokes) != 3 || plan.strokes[2][0] != "ret" {
+	if err != nil || len(plan.Strokes) != 3 || plan.Strokes[2][0] != "ret" {
 		t.Errorf("plan = %+v, %v: a lone carriage return is Return", plan, err)
-	}
-}
-
-func TestKeystrokeFitsPS2Queue(t *testing.T) {
-	for _, c := range []struct {
-		k    keystroke
-		want bool
-	}{
-		{keystroke{"a"}, true},
-		{keystroke{"shift", "a"}, true},
-		{keystroke{"ctrl", "shift", "t"}, true},
-		{keystroke{"ctrl", "alt", "delete"}, true},            // 3 + 3 + 5
-		{keystroke{"ctrl", "alt", "shift", "t"}, true},        // 12
-		{keystroke{"meta_l", "shift", "left", "a"}, true},     // 16, exactly full
-		{keystroke{"meta_l", "shift", "left", "pgup"}, false}, // 18
-		{keystroke{"print", "alt", "ctrl", "a"}, false},       // 19
-	} {
-		if got := c.k.fitsOneFrame(); got != c.want {
-			t.Errorf("%v fits = %v, want %v", c.k, got, c.want)
-		}
 	}
 }
 
@@ -148,11 +130,11 @@ func (clampingSpace) ToNative(x, y int) (int, int) {
 func (clampingSpace) FromNative(x, y int) (int, int) { return x / 2, y / 2 }
 
 func TestZoomRegionKeepsItsLastPixelsInAClampingSpace(t *testing.T) {
-	steps, err := compile(Batch{{Kind: KindZoom, Region: &Rect{0, 0, 640, 400}}}, ValidateOptions{Space: clampingSpace{}})
+	steps, err := Compile(Batch{{Kind: KindZoom, Region: &Rect{0, 0, 640, 400}}}, ValidateOptions{Space: clampingSpace{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := *steps[0].region; got != (Rect{0, 0, 1280, 800}) {
+	if got := *steps[0].Region; got != (Rect{0, 0, 1280, 800}) {
 		t.Errorf("region = %v, want the whole 1280x800 screen", got)
 	}
 }

@@ -51,7 +51,7 @@ func (s *Server) view(d desktop.Desktop) api.Desktop {
 	v := api.Desktop{
 		Host: s.cfg.HostName, ID: d.ID, Name: d.Name, Labels: d.Labels, Snapshot: d.Snapshot, State: string(d.State), Reason: d.Reason,
 		CPUs: d.Resources.CPUs, MemoryMiB: d.Resources.MemoryMiB, DiskMiB: d.Resources.DiskMiB,
-		Network: d.Network, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
+		Network: wirePolicy(d.Network), CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt, ExpiresAt: d.ExpiresAt,
 		ForkOf: d.ForkOf, Driver: d.Driver,
 		Clock: d.Clock, ClockOffsetS: d.ClockOffset.Seconds(), Resets: d.Resets, ResetAt: d.ResetAt,
 		Recording: s.cfg.Recordings != nil && s.cfg.Recordings.Recording(d.ID),
@@ -112,7 +112,7 @@ func (s *Server) createDesktop(c *gin.Context) {
 		}
 	}
 	d, err := s.cfg.Manager.Create(c.Request.Context(), desktop.CreateRequest{
-		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: req.Network,
+		Snapshot: req.Snapshot, Name: req.Name, TTL: time.Duration(req.TTL), Network: domainPolicy(req.Network),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Volumes: mounts(req.Volumes),
 		Clock: req.Clock, Labels: req.Labels,
 	})

@@ -21,7 +21,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, "illegal_state"
 	case errors.Is(err, desktop.ErrNotFound), errors.Is(err, volume.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, desktop.ErrInvalid), errors.Is(err, volume.ErrInvalid):
+	case errors.Is(err, desktop.ErrInvalid), errors.Is(err, volume.ErrInvalid), errors.Is(err, input.ErrInvalid):
+		// input's errors name no domain error of their own.
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, desktop.ErrControlled):
 		return http.StatusConflict, "person_in_control"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/netpolicy"
 )
@@ -45,6 +46,16 @@ func (s *Server) putNetwork(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, d.Network)
+}
+
+// wirePolicy is an egress policy in the API's wire type: the same JSON.
+func wirePolicy(p netpolicy.Policy) api.NetworkPolicy {
+	return api.NetworkPolicy{Mode: string(p.Mode), Allow: p.Allow}
+}
+
+// domainPolicy is a policy from the wire, for the Manager to check.
+func domainPolicy(p api.NetworkPolicy) netpolicy.Policy {
+	return netpolicy.Policy{Mode: netpolicy.Mode(p.Mode), Allow: p.Allow}
 }
 
 // portProxy carries HTTP and WebSocket requests to a TCP port inside the

@@ -30,7 +30,7 @@ func TestDevToolsDrivesTheDesktopsChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Network.Mode != netpolicy.None {
+	if d.Network.Mode != string(netpolicy.None) {
 		t.Fatalf("the desktop's network is %q: this test wants none", d.Network.Mode)
 	}
 

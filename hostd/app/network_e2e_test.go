@@ -149,7 +149,7 @@ func testNetworkPolicy(t *testing.T, driver string) {
 			h2.c.DeleteDesktop(context.Background(), id)
 		}
 	})
-	if d.Network.Mode != netpolicy.None {
+	if d.Network.Mode != string(netpolicy.None) {
 		t.Fatalf("a new desktop's network is %+v, want mode none", d.Network)
 	}
 	blocked := func(port int) string { return egress.BlockedText("host:" + strconv.Itoa(port)) }
@@ -219,7 +219,7 @@ func testNetworkPolicy(t *testing.T, driver string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Network.Mode != netpolicy.Allow || len(got.Network.Allow) != 1 {
+	if got.Network.Mode != string(netpolicy.Allow) || len(got.Network.Allow) != 1 {
 		t.Fatalf("after a restart the policy is %+v", got.Network)
 	}
 	if out := fetch(t, h, id, app1URL); !strings.Contains(out, "hello from the host curl=0") {
@@ -312,7 +312,7 @@ func TestChromiumShowsAllowedAndBlockedPages(t *testing.T) {
 	other := loopbackServer(t, "<!doctype html><title>warmdesk-other-page</title>")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{"host:" + strconv.Itoa(allowed)}}})
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: api.NetworkPolicy{Mode: string(netpolicy.Allow), Allow: []string{"host:" + strconv.Itoa(allowed)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestAptInstallsThroughAnAllowEntry(t *testing.T) {
 	h := openHost(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: netpolicy.Policy{Mode: netpolicy.Allow, Allow: []string{mirror + ":80"}}})
+	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: api.NetworkPolicy{Mode: string(netpolicy.Allow), Allow: []string{mirror + ":80"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

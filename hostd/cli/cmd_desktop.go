@@ -105,15 +105,15 @@ func desktopCreate(ctx context.Context, e *env, args []string) error {
 }
 
 // policyFlags reads an egress policy from --network and repeated --allow.
-func policyFlags(fs *flagSet, p *netpolicy.Policy) {
+func policyFlags(fs *flagSet, p *api.NetworkPolicy) {
 	fs.Func("network", "egress policy: none (default), allow (only --allow entries) or open (public addresses)", func(v string) error {
-		p.Mode = netpolicy.Mode(v)
+		p.Mode = v
 		return nil
 	})
 	fs.Func("allow", "an allowed destination (repeat): *.example.com:443, 203.0.113.0/24, host:3000; implies --network allow", func(v string) error {
 		p.Allow = append(p.Allow, v)
 		if p.Mode == "" {
-			p.Mode = netpolicy.Allow
+			p.Mode = string(netpolicy.Allow)
 		}
 		return nil
 	})
@@ -122,7 +122,7 @@ func policyFlags(fs *flagSet, p *netpolicy.Policy) {
 // desktopNetwork shows a desktop's egress policy, or replaces it when
 // --network or --allow is given.
 func desktopNetwork(ctx context.Context, e *env, args []string) error {
-	var p netpolicy.Policy
+	var p api.NetworkPolicy
 	pos, c, err := connect(e, "network", args, func(fs *flagSet) { policyFlags(fs, &p) })
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func desktopNetwork(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	path := "/v1/desktops/" + url.PathEscape(id) + "/network"
-	var got netpolicy.Policy
+	var got api.NetworkPolicy
 	if p.Mode == "" {
 		err = c.Do(ctx, http.MethodGet, path, nil, &got)
 	} else {

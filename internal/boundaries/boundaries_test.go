@@ -1,8 +1,9 @@
 // Package boundaries holds the test that keeps the packages' import
 // boundaries (docs/ARCHITECTURE.md): dependencies point toward desktop, only
-// hostd wires concrete drivers, and protocol packages stay free of HTTP
-// frameworks. A forbidden import fails it, naming the import and the path
-// that reaches it.
+// hostd wires concrete drivers, the vocabulary, wire types and client know
+// no domain package, and protocol packages stay free of HTTP frameworks. A
+// forbidden import fails it, naming the import and the path that reaches
+// it.
 package boundaries
 
 import (
@@ -81,7 +82,9 @@ var rules = []rule{
 	{nil, func(p string) bool { return under(p, "web") }, "only hostd imports the HTTP front door; other doors reach desktops through drive or the API's client", false,
 		[]string{"hostd", "web"}},
 	{[]string{"vnc", "input", "screenshot", "drive", "egress", "recording"}, func(p string) bool { return strings.HasPrefix(p, "github.com/gin-gonic/") }, "no HTTP framework outside web", false, nil},
-	{[]string{"input", "api"}, func(p string) bool { return under(p, "web", "drive", "hostd", "vnc", "screenshot") }, "the action vocabulary and the wire types depend on no service", false, nil},
+	{[]string{"input", "api", "client"}, func(p string) bool {
+		return under(p, "desktop", "volume", "netpolicy", "internal/fanout", "drive", "web", "hostd", "vnc", "screenshot")
+	}, "the action vocabulary, the wire types and the client depend on no domain package and no service: drive runs batches, and the front doors convert wire types at their edge", false, nil},
 	{[]string{"agentmcp"}, func(p string) bool {
 		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt")
 	}, "the MCP front door drives desktops only through the API's client", false, nil},
@@ -189,7 +192,11 @@ func TestTheCheckFindsForbiddenImports(t *testing.T) {
 		m("web"):                 {m("drive")},
 		m("drive"):               {m("desktop/qemu")},
 		m("desktop/qemu"):        {m("desktop")},
-		m("input"):               {"strings"},
+		m("input"):               {"strings", m("desktop")},
+		m("api"):                 {"time", m("api/wire")},
+		m("api/wire"):            {m("netpolicy")},
+		m("client"):              {m("api"), m("input")},
+		m("netpolicy"):           {"net/netip"},
 		m("vnc"):                 {m("vnc/internal")},
 		m("vnc/internal"):        {"github.com/gin-gonic/gin"},
 		m("screenshot"):          {"image"},
@@ -211,6 +218,9 @@ func TestTheCheckFindsForbiddenImports(t *testing.T) {
 		"vnc imports github.com/gin-gonic/gin (vnc -> vnc/internal -> github.com/gin-gonic/gin)",
 		"e2b imports github.com/warmdesk/warmdesk/desktop/qemuvm",
 		"recording imports github.com/warmdesk/warmdesk/web",
+		"input imports github.com/warmdesk/warmdesk/desktop",
+		"api imports github.com/warmdesk/warmdesk/netpolicy (api -> api/wire -> netpolicy)",
+		"client imports github.com/warmdesk/warmdesk/netpolicy (client -> api -> api/wire -> netpolicy)",
 	} {
 		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, want) }) {
 			t.Errorf("no violation %q among:\n%s", want, strings.Join(got, "\n"))

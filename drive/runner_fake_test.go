@@ -1,4 +1,4 @@
-package input
+package drive
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// recordingDevice is a fake Device that records every frame.
+// recordingDevice is a fake inputDevice that records every frame.
 type recordingDevice struct {
 	mu     sync.Mutex
 	frames [][]desktop.InputEvent
@@ -47,7 +47,7 @@ func (d *recordingDevice) Frames() [][]desktop.InputEvent {
 	return append([][]desktop.InputEvent(nil), d.frames...)
 }
 
-// recordingGuest is a fake Guest.
+// recordingGuest is a fake guestTypist.
 type recordingGuest struct {
 	mu    sync.Mutex
 	texts []string
@@ -101,15 +101,15 @@ func (c *fakeClock) Sleeps() []time.Duration {
 	return append([]time.Duration(nil), c.sleeps...)
 }
 
-// newTestRunner returns a Runner on a recording device and a fake clock.
-func newTestRunner(t *testing.T, guest Guest) (*Runner, *recordingDevice, *fakeClock) {
+// newTestRunner returns a runner on a recording device and a fake clock.
+func newTestRunner(t *testing.T, guest guestTypist) (*runner, *recordingDevice, *fakeClock) {
 	t.Helper()
 	dev := &recordingDevice{}
-	cfg := RunnerConfig{Device: dev}
+	cfg := runnerConfig{Device: dev}
 	if guest != nil {
 		cfg.Guest = guest
 	}
-	r, err := NewRunner(cfg)
+	r, err := newRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package input
+package drive
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/input"
 )
 
-var native = NativeSpace{Width: 1280, Height: 800}
+var native = input.NativeSpace{Width: 1280, Height: 800}
 
-func run(t *testing.T, r *Runner, batch Batch, opts RunOptions) BatchResult {
+func run(t *testing.T, r *runner, batch input.Batch, opts runOptions) input.BatchResult {
 	t.Helper()
 	if opts.Space == nil {
 		opts.Space = native
@@ -26,7 +27,7 @@ func run(t *testing.T, r *Runner, batch Batch, opts RunOptions) BatchResult {
 
 func TestClickAtZeroReallyMovesThere(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindClick, At: &Point{0, 0}}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindClick, At: &input.Point{X: 0, Y: 0}}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		[]desktop.InputEvent{mv(0, 0)},
 		[]desktop.InputEvent{btn("left", true)},
@@ -36,13 +37,13 @@ func TestClickAtZeroReallyMovesThere(t *testing.T) {
 
 func TestClickWithoutPointClicksInPlace(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindClick, Button: ButtonRight}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindClick, Button: input.ButtonRight}}, runOptions{})
 	assertFrames(t, dev.Frames(), []desktop.InputEvent{btn("right", true)}, []desktop.InputEvent{btn("right", false)})
 }
 
 func TestTripleClickWithModifiersHoldsThemAround(t *testing.T) {
 	r, dev, clock := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindClick, At: &Point{10, 20}, Count: 3, Modifiers: []string{"ctrl", "shift"}}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindClick, At: &input.Point{X: 10, Y: 20}, Count: 3, Modifiers: []string{"ctrl", "shift"}}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		[]desktop.InputEvent{key("ctrl", true), key("shift", true)},
 		[]desktop.InputEvent{mv(10, 20)},
@@ -59,12 +60,12 @@ func TestTripleClickWithModifiersHoldsThemAround(t *testing.T) {
 }
 
 func TestButtonsMapToQEMUNames(t *testing.T) {
-	for b, want := range map[Button]string{
-		"": "left", ButtonLeft: "left", ButtonRight: "right", ButtonMiddle: "middle",
-		ButtonBack: "side", ButtonForward: "extra",
+	for b, want := range map[input.Button]string{
+		"": "left", input.ButtonLeft: "left", input.ButtonRight: "right", input.ButtonMiddle: "middle",
+		input.ButtonBack: "side", input.ButtonForward: "extra",
 	} {
 		r, dev, _ := newTestRunner(t, nil)
-		run(t, r, Batch{{Kind: KindClick, Button: b}}, RunOptions{})
+		run(t, r, input.Batch{{Kind: input.KindClick, Button: b}}, runOptions{})
 		assertFrames(t, dev.Frames(), []desktop.InputEvent{btn(want, true)}, []desktop.InputEvent{btn(want, false)})
 	}
 }
@@ -72,17 +73,17 @@ func TestButtonsMapToQEMUNames(t *testing.T) {
 func TestScaledSpaceMapsToNativeAndBack(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
 	space := scaleSpace{w: 640, h: 400, factor: 2}
-	res := run(t, r, Batch{
-		{Kind: KindMove, At: &Point{639, 399}},
-		{Kind: KindCursorPosition},
-		{Kind: KindZoom, Region: &Rect{10, 20, 640, 400}},
-	}, RunOptions{Space: space})
+	res := run(t, r, input.Batch{
+		{Kind: input.KindMove, At: &input.Point{X: 639, Y: 399}},
+		{Kind: input.KindCursorPosition},
+		{Kind: input.KindZoom, Region: &input.Rect{X1: 10, Y1: 20, X2: 640, Y2: 400}},
+	}, runOptions{Space: space})
 	assertFrames(t, dev.Frames(), []desktop.InputEvent{mv(1278, 798)})
-	if c := res.Results[1].Cursor; c == nil || *c != (Point{639, 399}) {
+	if c := res.Results[1].Cursor; c == nil || *c != (input.Point{X: 639, Y: 399}) {
 		t.Errorf("cursor = %v, want (639, 399) in the scaled space", c)
 	}
 	// The far edge maps through the region's last pixel (639 → 1278) + 1.
-	if z := res.Zoom; z == nil || *z != (Rect{20, 40, 1279, 799}) {
+	if z := res.Zoom; z == nil || *z != (input.Rect{X1: 20, Y1: 40, X2: 1279, Y2: 799}) {
 		t.Errorf("zoom = %v, want the native region", z)
 	}
 	if !res.Screenshot {
@@ -92,7 +93,7 @@ func TestScaledSpaceMapsToNativeAndBack(t *testing.T) {
 
 func TestTypeUSTextOneKeystrokePerFramePaced(t *testing.T) {
 	r, dev, clock := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindType, Text: "aA!\"\n\t \r\n"}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindType, Text: "aA!\"\n\t \r\n"}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		tap("a"),
 		tap("shift", "a"),
@@ -116,13 +117,13 @@ func TestTypeUSTextOneKeystrokePerFramePaced(t *testing.T) {
 
 func TestTypingRateIsConfigurable(t *testing.T) {
 	dev := &recordingDevice{}
-	r, err := NewRunner(RunnerConfig{Device: dev, KeystrokeInterval: 12 * time.Millisecond})
+	r, err := newRunner(runnerConfig{Device: dev, KeystrokeInterval: 12 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: time.Unix(0, 0)}
 	r.now, r.sleep = clock.now, clock.sleep
-	run(t, r, Batch{{Kind: KindType, Text: "ab"}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindType, Text: "ab"}}, runOptions{})
 	if got := clock.Sleeps(); len(got) != 1 || got[0] != 12*time.Millisecond {
 		t.Errorf("sleeps = %v, want [12ms]", got)
 	}
@@ -130,9 +131,9 @@ func TestTypingRateIsConfigurable(t *testing.T) {
 
 func TestTypingRateCountsTimeAlreadyPassed(t *testing.T) {
 	r, _, clock := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindKey, Chord: "a"}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindKey, Chord: "a"}}, runOptions{})
 	clock.t = clock.t.Add(time.Hour) // the agent thought for a while
-	run(t, r, Batch{{Kind: KindKey, Chord: "b"}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindKey, Chord: "b"}}, runOptions{})
 	if got := clock.Sleeps(); len(got) != 0 {
 		t.Errorf("sleeps = %v, want none: the interval had long passed", got)
 	}
@@ -142,7 +143,7 @@ func TestNonUSTextGoesWholeThroughGuest(t *testing.T) {
 	guest := &recordingGuest{}
 	r, dev, _ := newTestRunner(t, guest)
 	const text = "naïve café 日本語 🙂"
-	run(t, r, Batch{{Kind: KindType, Text: text}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindType, Text: text}}, runOptions{})
 	if len(guest.texts) != 1 || guest.texts[0] != text {
 		t.Errorf("guest got %q, want exactly [%q]", guest.texts, text)
 	}
@@ -153,8 +154,8 @@ func TestNonUSTextGoesWholeThroughGuest(t *testing.T) {
 
 func TestNonUSTextWithoutGuestIsInvalidAndSendsNothing(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	_, err := r.Run(context.Background(), Batch{{Kind: KindKey, Chord: "a"}, {Kind: KindType, Text: "café"}}, RunOptions{Space: native})
-	var ve *ValidationError
+	_, err := r.Run(context.Background(), input.Batch{{Kind: input.KindKey, Chord: "a"}, {Kind: input.KindType, Text: "café"}}, runOptions{Space: native})
+	var ve *input.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "actions[1].text" {
 		t.Fatalf("err = %v, want a validation error on actions[1].text", err)
 	}
@@ -165,14 +166,14 @@ func TestNonUSTextWithoutGuestIsInvalidAndSendsNothing(t *testing.T) {
 
 func TestInvalidBatchSendsNothing(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	_, err := r.Run(context.Background(), Batch{
-		{Kind: KindClick, At: &Point{1, 1}},
-		{Kind: KindKey, Chord: "ctrl+Entr"},
-	}, RunOptions{Space: native})
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("err = %v, want ErrInvalid", err)
+	_, err := r.Run(context.Background(), input.Batch{
+		{Kind: input.KindClick, At: &input.Point{X: 1, Y: 1}},
+		{Kind: input.KindKey, Chord: "ctrl+Entr"},
+	}, runOptions{Space: native})
+	if !errors.Is(err, input.ErrInvalid) {
+		t.Fatalf("err = %v, want input.ErrInvalid", err)
 	}
-	var uk *UnknownKeyError
+	var uk *input.UnknownKeyError
 	if !errors.As(err, &uk) || !strings.Contains(err.Error(), "actions[1].chord") {
 		t.Fatalf("err = %v, want an unknown key error on actions[1].chord", err)
 	}
@@ -183,21 +184,21 @@ func TestInvalidBatchSendsNothing(t *testing.T) {
 
 func TestStopsAtFirstFailureAndReleasesEverything(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindMouseDown, At: &Point{5, 5}, Button: ButtonRight}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindMouseDown, At: &input.Point{X: 5, Y: 5}, Button: input.ButtonRight}}, runOptions{})
 	dev.failOn = func(n int, ev []desktop.InputEvent) bool { return ev[0].Kind == desktop.InputKey && ev[0].Key == "b" }
-	res, err := r.Run(context.Background(), Batch{
-		{Kind: KindKey, Chord: "a"},
-		{Kind: KindHoldKey, Keys: []string{"b"}, Duration: time.Second},
-		{Kind: KindKey, Chord: "c"},
-	}, RunOptions{Space: native})
+	res, err := r.Run(context.Background(), input.Batch{
+		{Kind: input.KindKey, Chord: "a"},
+		{Kind: input.KindHoldKey, Keys: []string{"b"}, Duration: time.Second},
+		{Kind: input.KindKey, Chord: "c"},
+	}, runOptions{Space: native})
 	if !errors.Is(err, errDeviceGone) || !strings.Contains(err.Error(), "action 1 (hold_key)") {
 		t.Fatalf("err = %v, want the device error for action 1", err)
 	}
-	var statuses []ActionStatus
+	var statuses []input.ActionStatus
 	for _, r := range res.Results {
 		statuses = append(statuses, r.Status)
 	}
-	if want := []ActionStatus{StatusOK, StatusError, StatusSkipped}; !equalSlices(statuses, want) {
+	if want := []input.ActionStatus{input.StatusOK, input.StatusError, input.StatusSkipped}; !equalSlices(statuses, want) {
 		t.Errorf("statuses = %v, want %v", statuses, want)
 	}
 	if res.Results[1].Error == "" {
@@ -224,7 +225,7 @@ func TestHoldKeyReleasesWhenContextEnds(t *testing.T) {
 			cancel() // the caller hangs up mid-hold
 		}
 	}
-	_, err := r.Run(ctx, Batch{{Kind: KindHoldKey, Keys: []string{"shift", "a"}, Duration: 3 * time.Second}}, RunOptions{Space: native})
+	_, err := r.Run(ctx, input.Batch{{Kind: input.KindHoldKey, Keys: []string{"shift", "a"}, Duration: 3 * time.Second}}, runOptions{Space: native})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -248,7 +249,7 @@ func TestModifiersReleasedWhenContextEndsMidClick(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := r.Run(ctx, Batch{{Kind: KindClick, At: &Point{3, 4}, Modifiers: []string{"alt"}}}, RunOptions{Space: native})
+	_, err := r.Run(ctx, input.Batch{{Kind: input.KindClick, At: &input.Point{X: 3, Y: 4}, Modifiers: []string{"alt"}}}, runOptions{Space: native})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -265,14 +266,14 @@ func TestModifiersReleasedWhenContextEndsMidClick(t *testing.T) {
 
 func TestMouseDownUpAndCursorAcrossBatches(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindMouseDown, At: &Point{5, 6}}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindMouseDown, At: &input.Point{X: 5, Y: 6}}}, runOptions{})
 	if b, _ := r.Held(); !equalSlices(b, []string{"left"}) {
 		t.Fatalf("held buttons = %v, want [left]", b)
 	}
-	run(t, r, Batch{{Kind: KindMove, At: &Point{50, 60}}}, RunOptions{})
-	run(t, r, Batch{{Kind: KindMouseUp}}, RunOptions{})
-	res := run(t, r, Batch{{Kind: KindCursorPosition}}, RunOptions{})
-	if c := res.Results[0].Cursor; c == nil || *c != (Point{50, 60}) {
+	run(t, r, input.Batch{{Kind: input.KindMove, At: &input.Point{X: 50, Y: 60}}}, runOptions{})
+	run(t, r, input.Batch{{Kind: input.KindMouseUp}}, runOptions{})
+	res := run(t, r, input.Batch{{Kind: input.KindCursorPosition}}, runOptions{})
+	if c := res.Results[0].Cursor; c == nil || *c != (input.Point{X: 50, Y: 60}) {
 		t.Errorf("cursor = %v, want (50, 60)", c)
 	}
 	assertFrames(t, dev.Frames(),
@@ -287,20 +288,20 @@ func TestMouseDownUpAndCursorAcrossBatches(t *testing.T) {
 
 func TestCursorPositionUnknownIsAnError(t *testing.T) {
 	r, _, _ := newTestRunner(t, nil)
-	_, err := r.Run(context.Background(), Batch{{Kind: KindCursorPosition}}, RunOptions{Space: native})
+	_, err := r.Run(context.Background(), input.Batch{{Kind: input.KindCursorPosition}}, runOptions{Space: native})
 	if err == nil || !strings.Contains(err.Error(), "not known") {
 		t.Errorf("err = %v, want cursor position not known", err)
 	}
-	r.NotePointer(Point{7, 8})
-	res := run(t, r, Batch{{Kind: KindCursorPosition}}, RunOptions{})
-	if c := res.Results[0].Cursor; c == nil || *c != (Point{7, 8}) {
+	r.NotePointer(input.Point{X: 7, Y: 8})
+	res := run(t, r, input.Batch{{Kind: input.KindCursorPosition}}, runOptions{})
+	if c := res.Results[0].Cursor; c == nil || *c != (input.Point{X: 7, Y: 8}) {
 		t.Errorf("cursor = %v after NotePointer(7, 8)", c)
 	}
 }
 
 func TestScrollNotchesAreWheelPressReleasePairs(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindScroll, At: &Point{100, 200}, DY: -2, DX: 1}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindScroll, At: &input.Point{X: 100, Y: 200}, DY: -2, DX: 1}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		[]desktop.InputEvent{mv(100, 200)},
 		[]desktop.InputEvent{btn("wheel-up", true)}, []desktop.InputEvent{btn("wheel-up", false)},
@@ -311,7 +312,7 @@ func TestScrollNotchesAreWheelPressReleasePairs(t *testing.T) {
 
 func TestDragPaths(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{1, 2}, {3, 4}, {5, 6}}}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindDrag, Path: []input.Point{{X: 1, Y: 2}, {X: 3, Y: 4}, {X: 5, Y: 6}}}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		[]desktop.InputEvent{mv(1, 2)}, []desktop.InputEvent{btn("left", true)},
 		[]desktop.InputEvent{mv(3, 4)}, []desktop.InputEvent{mv(5, 6)},
@@ -319,7 +320,7 @@ func TestDragPaths(t *testing.T) {
 	)
 
 	r, dev, _ = newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindDrag, Path: []Point{{9, 9}}}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindDrag, Path: []input.Point{{X: 9, Y: 9}}}}, runOptions{})
 	assertFrames(t, dev.Frames(), // from wherever the pointer is
 		[]desktop.InputEvent{btn("left", true)}, []desktop.InputEvent{mv(9, 9)}, []desktop.InputEvent{btn("left", false)},
 	)
@@ -327,7 +328,7 @@ func TestDragPaths(t *testing.T) {
 
 func TestKeyChordAndRepeat(t *testing.T) {
 	r, dev, clock := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindKey, Chord: "ctrl+shift+t", Repeat: 3}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindKey, Chord: "ctrl+shift+t", Repeat: 3}}, runOptions{})
 	assertFrames(t, dev.Frames(), tap("ctrl", "shift", "t"), tap("ctrl", "shift", "t"), tap("ctrl", "shift", "t"))
 	if n := len(clock.Sleeps()); n != 2 {
 		t.Errorf("%d sleeps, want 2 intervals between 3 keystrokes", n)
@@ -336,7 +337,7 @@ func TestKeyChordAndRepeat(t *testing.T) {
 
 func TestChordTooLongForThePS2QueueIsSplit(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindKey, Chord: "ctrl+alt+shift+super+Delete"}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindKey, Chord: "ctrl+alt+shift+super+Delete"}}, runOptions{})
 	assertFrames(t, dev.Frames(),
 		[]desktop.InputEvent{key("ctrl", true), key("alt", true), key("shift", true), key("meta_l", true), key("delete", true)},
 		[]desktop.InputEvent{key("delete", false), key("meta_l", false), key("shift", false), key("alt", false), key("ctrl", false)},
@@ -345,7 +346,7 @@ func TestChordTooLongForThePS2QueueIsSplit(t *testing.T) {
 
 func TestWaitUsesTheRequestedDuration(t *testing.T) {
 	r, dev, clock := newTestRunner(t, nil)
-	run(t, r, Batch{{Kind: KindWait, Duration: 1500 * time.Millisecond}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindWait, Duration: 1500 * time.Millisecond}}, runOptions{})
 	if got := clock.Sleeps(); len(got) != 1 || got[0] != 1500*time.Millisecond {
 		t.Errorf("sleeps = %v, want [1.5s]", got)
 	}
@@ -356,23 +357,23 @@ func TestWaitUsesTheRequestedDuration(t *testing.T) {
 
 func TestTrailingScreenshotAndCaptureHook(t *testing.T) {
 	r, _, _ := newTestRunner(t, nil)
-	res := run(t, r, Batch{{Kind: KindMove, At: &Point{1, 1}}}, RunOptions{})
+	res := run(t, r, input.Batch{{Kind: input.KindMove, At: &input.Point{X: 1, Y: 1}}}, runOptions{})
 	if res.Screenshot {
 		t.Error("a move alone should not want a screenshot")
 	}
-	res = run(t, r, Batch{{Kind: KindMove, At: &Point{1, 1}}}, RunOptions{Screenshot: true})
+	res = run(t, r, input.Batch{{Kind: input.KindMove, At: &input.Point{X: 1, Y: 1}}}, runOptions{Screenshot: true})
 	if !res.Screenshot || res.Zoom != nil {
 		t.Errorf("Screenshot option: got %+v", res)
 	}
 
 	var captured []int
-	var regions []*Rect
-	res = run(t, r, Batch{
-		{Kind: KindScreenshot},
-		{Kind: KindZoom, Region: &Rect{0, 0, 10, 10}},
-		{Kind: KindClick},
-		{Kind: KindScreenshot},
-	}, RunOptions{Capture: func(ctx context.Context, i int, region *Rect) error {
+	var regions []*input.Rect
+	res = run(t, r, input.Batch{
+		{Kind: input.KindScreenshot},
+		{Kind: input.KindZoom, Region: &input.Rect{X1: 0, Y1: 0, X2: 10, Y2: 10}},
+		{Kind: input.KindClick},
+		{Kind: input.KindScreenshot},
+	}, runOptions{Capture: func(ctx context.Context, i int, region *input.Rect) error {
 		captured = append(captured, i)
 		regions = append(regions, region)
 		return nil
@@ -380,13 +381,13 @@ func TestTrailingScreenshotAndCaptureHook(t *testing.T) {
 	if !equalSlices(captured, []int{0, 1}) {
 		t.Errorf("captured %v, want the two mid-batch ones [0 1]", captured)
 	}
-	if regions[0] != nil || regions[1] == nil || *regions[1] != (Rect{0, 0, 10, 10}) {
+	if regions[0] != nil || regions[1] == nil || *regions[1] != (input.Rect{X1: 0, Y1: 0, X2: 10, Y2: 10}) {
 		t.Errorf("regions %v", regions)
 	}
 	if !res.Screenshot || res.Zoom != nil {
 		t.Errorf("a batch ending in screenshot: got Screenshot=%v Zoom=%v", res.Screenshot, res.Zoom)
 	}
-	if r := res.Results[1].Region; r == nil || *r != (Rect{0, 0, 10, 10}) {
+	if r := res.Results[1].Region; r == nil || *r != (input.Rect{X1: 0, Y1: 0, X2: 10, Y2: 10}) {
 		t.Errorf("zoom result region = %v", r)
 	}
 }
@@ -404,7 +405,7 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 	}
 	done := make(chan int, 4)
 	go func() {
-		run(t, r, Batch{{Kind: KindMove, At: &Point{1, 0}}}, RunOptions{})
+		run(t, r, input.Batch{{Kind: input.KindMove, At: &input.Point{X: 1, Y: 0}}}, runOptions{})
 		done <- 1
 	}()
 	<-started
@@ -427,7 +428,7 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 	}
 	for i := 2; i <= 3; i++ {
 		go func() {
-			run(t, r, Batch{{Kind: KindMove, At: &Point{i, 0}}}, RunOptions{})
+			run(t, r, input.Batch{{Kind: input.KindMove, At: &input.Point{X: i, Y: 0}}}, runOptions{})
 			done <- i
 		}()
 		waitQueued(i - 1)
@@ -436,7 +437,7 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan error, 1)
 	go func() {
-		_, err := r.Run(ctx, Batch{{Kind: KindMove, At: &Point{4, 0}}}, RunOptions{Space: native})
+		_, err := r.Run(ctx, input.Batch{{Kind: input.KindMove, At: &input.Point{X: 4, Y: 0}}}, runOptions{Space: native})
 		gaveUp <- err
 	}()
 	waitQueued(3)
@@ -455,18 +456,18 @@ func TestBatchesRunOneAtATimeInArrivalOrder(t *testing.T) {
 func TestGuestErrorFailsTheAction(t *testing.T) {
 	guest := &recordingGuest{err: errors.New("agent not running")}
 	r, _, _ := newTestRunner(t, guest)
-	_, err := r.Run(context.Background(), Batch{{Kind: KindType, Text: "ü"}}, RunOptions{Space: native})
+	_, err := r.Run(context.Background(), input.Batch{{Kind: input.KindType, Text: "ü"}}, runOptions{Space: native})
 	if err == nil || !strings.Contains(err.Error(), "type through the guest") {
 		t.Errorf("err = %v, want the guest failure", err)
 	}
 }
 
 func TestNewRunnerNeedsADevice(t *testing.T) {
-	if _, err := NewRunner(RunnerConfig{}); err == nil {
-		t.Error("NewRunner without a device succeeded")
+	if _, err := newRunner(runnerConfig{}); err == nil {
+		t.Error("newRunner without a device succeeded")
 	}
-	if _, err := NewRunner(RunnerConfig{Device: &recordingDevice{}, KeystrokeInterval: -1}); err == nil {
-		t.Error("NewRunner with a negative interval succeeded")
+	if _, err := newRunner(runnerConfig{Device: &recordingDevice{}, KeystrokeInterval: -1}); err == nil {
+		t.Error("newRunner with a negative interval succeeded")
 	}
 }
 
@@ -499,11 +500,11 @@ func TestSleepContext(t *testing.T) {
 
 func TestRealClockRun(t *testing.T) {
 	dev := &recordingDevice{}
-	r, err := NewRunner(RunnerConfig{Device: dev, KeystrokeInterval: time.Millisecond})
+	r, err := newRunner(runnerConfig{Device: dev, KeystrokeInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Run(context.Background(), Batch{{Kind: KindType, Text: "hi"}}, RunOptions{Space: native})
+	res, err := r.Run(context.Background(), input.Batch{{Kind: input.KindType, Text: "hi"}}, runOptions{Space: native})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,13 +516,13 @@ func TestRealClockRun(t *testing.T) {
 
 func TestRunnerValidateAndRelease(t *testing.T) {
 	r, dev, _ := newTestRunner(t, nil)
-	if err := r.Validate(Batch{{Kind: KindType, Text: "ü"}}, native); !errors.Is(err, ErrInvalid) {
+	if err := r.Validate(input.Batch{{Kind: input.KindType, Text: "ü"}}, native); !errors.Is(err, input.ErrInvalid) {
 		t.Errorf("Validate without a guest: %v", err)
 	}
-	if err := r.Validate(Batch{{Kind: KindType, Text: "u"}}, native); err != nil {
+	if err := r.Validate(input.Batch{{Kind: input.KindType, Text: "u"}}, native); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
-	run(t, r, Batch{{Kind: KindMouseDown, Button: ButtonMiddle}}, RunOptions{})
+	run(t, r, input.Batch{{Kind: input.KindMouseDown, Button: input.ButtonMiddle}}, runOptions{})
 	if err := r.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -533,9 +534,9 @@ func TestRunnerValidateAndRelease(t *testing.T) {
 
 func TestCaptureErrorFailsTheAction(t *testing.T) {
 	r, _, _ := newTestRunner(t, nil)
-	_, err := r.Run(context.Background(), Batch{{Kind: KindScreenshot}, {Kind: KindWait}}, RunOptions{
+	_, err := r.Run(context.Background(), input.Batch{{Kind: input.KindScreenshot}, {Kind: input.KindWait}}, runOptions{
 		Space:   native,
-		Capture: func(context.Context, int, *Rect) error { return errors.New("no frame") },
+		Capture: func(context.Context, int, *input.Rect) error { return errors.New("no frame") },
 	})
 	if err == nil || !strings.Contains(err.Error(), "capture the screen: no frame") {
 		t.Errorf("err = %v", err)

@@ -1,4 +1,4 @@
-package input
+package drive
 
 import (
 	"context"
