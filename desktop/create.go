@@ -194,7 +194,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	}
 	if req.TTL > 0 {
 		exp := now.Add(req.TTL)
-		d.ExpiresAt = &exp
+		d.ExpiresAt, d.TTL = &exp, req.TTL
 	}
 	if req.Clock != nil {
 		c := req.Clock.UTC()

@@ -99,6 +99,11 @@ type Desktop struct {
 	CreatedAt  time.Time        `json:"created_at"`
 	LastUsedAt time.Time        `json:"last_used_at"`
 	ExpiresAt  *time.Time       `json:"expires_at,omitempty"`
+	// TTL is how long the desktop lives without use: every use moves
+	// ExpiresAt to TTL after it, and a request still running keeps it.
+	// Zero with an ExpiresAt (a record from before TTLs followed use) is
+	// an end that does not move.
+	TTL    time.Duration `json:"ttl,omitempty"`
 	ForkOf     string           `json:"fork_of,omitempty"`
 	Control    Control          `json:"control"`
 	// Driver names the driver that runs it; Machine is that driver's record

@@ -112,6 +112,11 @@ type entry struct {
 	expectExit bool
 	// guest is where its guest's set-up stands.
 	guest guestState
+	// inUse counts the requests using the desktop now (Manager.Use);
+	// savedExpiry is the ExpiresAt its record last had written by the TTL
+	// sweeper, which writes a moved one at most a minute behind.
+	inUse       int
+	savedExpiry time.Time
 }
 
 // guestState is where a desktop's guest set-up stands, guarded by the
@@ -260,11 +265,34 @@ func (m *Manager) Machine(ctx context.Context, id string, guest bool) (Machine, 
 	return mach, d, nil
 }
 
-// Touch records that a desktop was used now.
-func (m *Manager) Touch(id string) {
-	if e, err := m.lookup(id); err == nil {
-		e.mu.Lock()
-		e.d.LastUsedAt = m.now().UTC()
-		e.mu.Unlock()
+// Use records that a request uses a desktop now, and returns what the
+// request calls when it is done. A desktop with a TTL ends that long after
+// its last use, and never while a request on it runs.
+func (m *Manager) Use(id string) (done func()) {
+	e, err := m.lookup(id)
+	if err != nil {
+		return func() {}
+	}
+	m.used(e, 1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.used(e, -1)
+			m.kickTTL() // an end the request held off may be due now
+		})
+	}
+}
+
+// used counts a request in or out of e and moves its TTL's end.
+func (m *Manager) used(e *entry, delta int) {
+	now := m.now().UTC()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inUse += delta
+	e.d.LastUsedAt = now
+	if e.d.TTL > 0 && e.d.ExpiresAt != nil {
+		if end := now.Add(e.d.TTL); end.After(*e.d.ExpiresAt) {
+			e.d.ExpiresAt = &end
+		}
 	}
 }

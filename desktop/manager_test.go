@@ -575,3 +575,72 @@ func TestTheGuestSetUpRecordDoesNotUndoAPause(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A TTL counts from the desktop's last use: a use moves its end, a request
+// still running when the end comes holds it off, and the end comes once
+// the desktop has gone the TTL without use.
+func TestTTLCountsFromTheLastUse(t *testing.T) {
+	f, cat := fakeSetup(t)
+	store := desktoptest.NewMemStore()
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TTL != time.Hour || d.ExpiresAt == nil {
+		t.Fatalf("created with ttl %s, expires_at %v", d.TTL, d.ExpiresAt)
+	}
+	done := m.Use(d.ID)
+	used, _ := m.Get(d.ID)
+	if !used.ExpiresAt.After(*d.ExpiresAt) || !used.LastUsedAt.After(d.LastUsedAt) {
+		t.Errorf("a use left expires_at %v (was %v), last_used_at %v", used.ExpiresAt, d.ExpiresAt, used.LastUsedAt)
+	}
+
+	desktop.ExpireNowForTest(m, d.ID)
+	desktop.ExpireDueForTest(m)
+	if got, err := m.Get(d.ID); err != nil || got.State != desktop.StateRunning {
+		t.Fatalf("the end came while a request ran: %v %v", got.State, err)
+	}
+	done()
+	done() // a second call changes nothing
+	ended, _ := m.Get(d.ID)
+	if !ended.ExpiresAt.After(time.Now().Add(59 * time.Minute)) {
+		t.Errorf("the request's end left expires_at %v, want an hour from now", ended.ExpiresAt)
+	}
+
+	// A moved end is written once it is a minute past the record's.
+	desktop.AgeSavedExpiryForTest(m, d.ID, 2*time.Minute)
+	desktop.ExpireDueForTest(m)
+	recs, err := store.LoadDesktops()
+	if err != nil || len(recs) != 1 || !recs[0].ExpiresAt.Equal(*ended.ExpiresAt) {
+		t.Errorf("the record's expires_at after the sweep: %+v %v, want %v", recs, err, ended.ExpiresAt)
+	}
+
+	desktop.ExpireNowForTest(m, d.ID)
+	desktop.ExpireDueForTest(m)
+	if got, err := m.Get(d.ID); err == nil && got.State == desktop.StateRunning {
+		t.Fatal("a desktop past its TTL with no request on it was kept")
+	}
+}
+
+// SetExpiry's time becomes the TTL; one already past is no TTL to move.
+func TestSetExpiryIsTheTTL(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
+	d, err := m.Create(context.Background(), desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.SetExpiry(d.ID, time.Now().Add(10*time.Minute))
+	if err != nil || got.TTL < 9*time.Minute || got.TTL > 10*time.Minute {
+		t.Fatalf("ttl %s, %v", got.TTL, err)
+	}
+	if got, err = m.SetExpiry(d.ID, time.Now().Add(-time.Minute)); err != nil || got.TTL != 0 {
+		t.Fatalf("a past end: ttl %s, %v", got.TTL, err)
+	}
+	m.Use(d.ID)()
+	if after, _ := m.Get(d.ID); !after.ExpiresAt.Equal(*got.ExpiresAt) {
+		t.Errorf("a use moved a past end: %v, was %v", after.ExpiresAt, got.ExpiresAt)
+	}
+}

@@ -60,9 +60,11 @@ func (m *Manager) SetNetwork(id string, p netpolicy.Policy) (Desktop, error) {
 }
 
 // SetExpiry sets when a desktop is deleted; the zero time means never.
-// A time already past deletes it at the TTL sweeper's next turn.
+// A time ahead becomes its TTL (later uses move the end by as much), a
+// time already past deletes it at the TTL sweeper's next turn.
 func (m *Manager) SetExpiry(id string, at time.Time) (Desktop, error) {
-	if ttl := at.Sub(m.now()); !at.IsZero() && ttl > m.capacity.limits.MaxTTL {
+	ttl := at.Sub(m.now())
+	if !at.IsZero() && ttl > m.capacity.limits.MaxTTL {
 		return Desktop{}, fmt.Errorf("%w: expiry %s from now: at most %s", ErrInvalid, ttl.Round(time.Second), m.capacity.limits.MaxTTL)
 	}
 	e, err := m.lookup(id)
@@ -75,10 +77,10 @@ func (m *Manager) SetExpiry(id string, at time.Time) (Desktop, error) {
 		return Desktop{}, fmt.Errorf("%w: desktop %s is being deleted", ErrConflict, id)
 	}
 	if at.IsZero() {
-		e.d.ExpiresAt = nil
+		e.d.ExpiresAt, e.d.TTL = nil, 0
 	} else {
 		at = at.UTC()
-		e.d.ExpiresAt = &at
+		e.d.ExpiresAt, e.d.TTL, e.savedExpiry = &at, max(ttl, 0), at
 	}
 	d := e.d
 	e.mu.Unlock()

@@ -147,7 +147,8 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// expireDue deletes expired desktops and returns the next expiry.
+// expireDue deletes expired desktops that no request is using, writes the
+// ends that uses moved, and returns the next expiry.
 func (m *Manager) expireDue(ctx context.Context) time.Time {
 	now := m.now()
 	var next time.Time
@@ -155,18 +156,53 @@ func (m *Manager) expireDue(ctx context.Context) time.Time {
 		if d.ExpiresAt == nil || d.State == StateStopping || d.State == StateDeleted {
 			continue
 		}
+		e, err := m.lookup(d.ID)
+		if err != nil {
+			continue
+		}
 		if !d.ExpiresAt.After(now) {
-			m.log.Info("desktop TTL passed; deleting", "desktop", d.ID)
+			if e.busy() {
+				continue // the request's end wakes the sweeper again
+			}
+			m.log.Info("desktop TTL passed; deleting", "desktop", d.ID, "last_used_at", d.LastUsedAt)
 			if err := m.Delete(ctx, d.ID); err != nil {
 				m.log.Warn("delete expired desktop", "desktop", d.ID, "err", err)
 			}
 			continue
 		}
+		m.saveMovedExpiry(e, d)
 		if next.IsZero() || d.ExpiresAt.Before(next) {
 			next = *d.ExpiresAt
 		}
 	}
 	return next
+}
+
+func (e *entry) busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inUse > 0
+}
+
+// saveMovedExpiry writes d's record when uses have moved its end a minute
+// or more past what the record says, so a restarted hostd keeps most of
+// the time they bought without a write on every use.
+func (m *Manager) saveMovedExpiry(e *entry, d Desktop) {
+	e.mu.Lock()
+	if e.savedExpiry.IsZero() {
+		e.savedExpiry = *d.ExpiresAt // what create or the last write recorded
+	}
+	moved := d.ExpiresAt.Sub(e.savedExpiry) >= time.Minute
+	if moved {
+		e.savedExpiry = *d.ExpiresAt
+	}
+	e.mu.Unlock()
+	if !moved {
+		return
+	}
+	if err := m.setup.putBeside(e, d); err != nil {
+		m.log.Warn("record a desktop's moved expiry", "desktop", d.ID, "err", err)
+	}
 }
 
 // sweep asks a sweeping driver to end the machines no record owns (run

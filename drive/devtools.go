@@ -36,6 +36,7 @@ type devtoolsLink struct {
 // network policy. A desktop whose image has no Chromium is a conflict that
 // names the flavor to use instead.
 func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	mach, d, err := s.runningMachine(ctx, id, false, "reach the DevTools of")
 	if err != nil {
 		return nil, err
@@ -57,7 +58,6 @@ func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: desktop %s: %w", desktop.ErrUnavailable, id, err)
 	}
-	s.mgr.Touch(id)
 	return conn, nil
 }
 

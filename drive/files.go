@@ -161,6 +161,7 @@ func (f *guestFile) Close() error {
 // complete (taking over an existing file's mode and owner). A failed or cut
 // upload leaves the path as it was and no temporary file behind.
 func (s *Service) WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	if err := CheckGuestPath(path); err != nil {
 		return 0, err
 	}
@@ -192,7 +193,6 @@ func (s *Service) WriteFile(ctx context.Context, id, path string, r io.Reader) (
 		}
 		return n, guestFileError(path, err)
 	}
-	s.mgr.Touch(id)
 	return n, nil
 }
 
@@ -322,6 +322,7 @@ const (
 // ExecStream runs a program in the guest and passes its output to out as
 // it comes.
 func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, out func(stream string, data []byte)) (res ExecResult, err error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	defer func() { s.announceExec(id, req, res, err) }()
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
@@ -407,7 +408,6 @@ func (s *Service) ExecStream(ctx context.Context, id string, req ExecRequest, ou
 			}
 			res := desktop.ExecResult{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(start),
 				StdoutTruncated: streams[0].truncated, StderrTruncated: streams[1].truncated}
-			s.mgr.Touch(id)
 			return ExecResult{ExecResult: res, TimedOut: !req.Unbounded && timedOut(res, req.Timeout)}, nil
 		}
 		if got {

@@ -156,6 +156,7 @@ const overdueSlack = 250 * time.Millisecond
 
 // exec is Exec without the announcement, for our own helper scripts.
 func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	if err := req.Check(); err != nil {
 		return ExecResult{}, err
 	}
@@ -167,7 +168,6 @@ func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("desktop %s: %w", id, err)
 	}
-	s.mgr.Touch(id)
 	return res, nil
 }
 

@@ -23,6 +23,7 @@ var ErrNothingListens = errors.New("the guest refused the connection")
 // the port proxy: a dev server an agent started is reachable from outside
 // without the guest reaching out.
 func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	if port < 1 || port > 65535 {
 		return nil, fieldError("port", "port %d: use 1 to 65535", port)
 	}
@@ -43,6 +44,5 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	case err != nil:
 		return nil, fmt.Errorf("desktop %s: %w", id, err)
 	}
-	s.mgr.Touch(id)
 	return c, nil
 }

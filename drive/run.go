@@ -108,6 +108,7 @@ type Outcome struct {
 // returned error is a failure before anything ran; a failure of the batch
 // itself is Outcome.Err.
 func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, error) {
+	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
 	if err := req.check(); err != nil {
 		return Outcome{}, err
 	}
@@ -171,7 +172,6 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	react := blog.input && req.Reaction > 0
 	since, bareMove := blog.counter, blog.bareMove
 	blog.mu.Unlock()
-	s.mgr.Touch(id)
 	s.mgr.Events().Announce(id, desktop.EventAction, summarize(req.Batch, out.Err))
 	if out.Err != nil || !out.Result.Screenshot {
 		return out, nil

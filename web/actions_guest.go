@@ -83,6 +83,7 @@ func (s *Server) postExec(c *gin.Context) {
 
 func (s *Server) getFile(c *gin.Context) {
 	p, id := c.Query("path"), c.Param("id")
+	defer s.cfg.Manager.Use(id)() // a use, and the TTL held while the file streams
 	f, err := s.cfg.Drive.ReadFile(c.Request.Context(), id, p)
 	if err != nil {
 		fail(c, err)
@@ -114,7 +115,6 @@ func (s *Server) getFile(c *gin.Context) {
 	c.Status(http.StatusOK)
 	c.Writer.Write(first[:n])
 	if n < len(first) {
-		s.cfg.Manager.Touch(id)
 		return
 	}
 	copied, err := io.Copy(c.Writer, io.LimitReader(f, drive.MaxFileBytes-int64(n)+1))
@@ -127,7 +127,6 @@ func (s *Server) getFile(c *gin.Context) {
 		s.log.Warn("file download cut short", "desktop", id, "path", p, "err", err)
 		cutConnection(c)
 	}
-	s.cfg.Manager.Touch(id)
 }
 
 // cutConnection ends a response whose body is incomplete, so the client
