@@ -103,9 +103,9 @@ type Desktop struct {
 	// ExpiresAt to TTL after it, and a request still running keeps it.
 	// Zero with an ExpiresAt (a record from before TTLs followed use) is
 	// an end that does not move.
-	TTL    time.Duration `json:"ttl,omitempty"`
-	ForkOf     string           `json:"fork_of,omitempty"`
-	Control    Control          `json:"control"`
+	TTL     time.Duration `json:"ttl,omitempty"`
+	ForkOf  string        `json:"fork_of,omitempty"`
+	Control Control       `json:"control"`
 	// Driver names the driver that runs it; Machine is that driver's record
 	// of the running machine, opaque to the Manager, enough to reattach
 	// after a restart or to clean up.
