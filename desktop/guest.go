@@ -3,15 +3,15 @@ package desktop
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 )
 
-// The guest agent (qemu-guest-agent) runs commands and moves files inside
-// the guest. These helpers speak its documented commands through any
-// GuestAgent, so every driver shares them.
+// The guest agent (qemu-guest-agent) runs commands inside the guest. These
+// helpers speak its documented commands through any GuestAgent, so every
+// driver shares them; moving files is drive's (drive/files.go), the one
+// guest-agent file client.
 
 // ExecRequest is a program to run in the guest.
 type ExecRequest struct {
@@ -149,72 +149,6 @@ func Shell(ctx context.Context, a GuestAgent, script string, timeout time.Durati
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// fileChunk is how much guest-file-read/-write move per call.
-const fileChunk = 1 << 20
-
-// ErrFileTooLarge is returned when a guest file exceeds the caller's limit.
-var ErrFileTooLarge = errors.New("file too large")
-
-// ReadFile reads a file from the guest, up to limit bytes.
-func ReadFile(ctx context.Context, a GuestAgent, path string, limit int64) ([]byte, error) {
-	h, err := openGuestFile(ctx, a, path, "r")
-	if err != nil {
-		return nil, err
-	}
-	defer closeGuestFile(ctx, a, h)
-	var out []byte
-	for {
-		var chunk struct {
-			Count int    `json:"count"`
-			Data  string `json:"buf-b64"`
-			EOF   bool   `json:"eof"`
-		}
-		if err := a.Call(ctx, "guest-file-read", map[string]int64{"handle": h, "count": fileChunk}, &chunk); err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		data, err := base64.StdEncoding.DecodeString(chunk.Data)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: malformed data from the guest agent: %w", path, err)
-		}
-		out = append(out, data...)
-		if int64(len(out)) > limit {
-			return nil, fmt.Errorf("%w: %s is over %d bytes", ErrFileTooLarge, path, limit)
-		}
-		if chunk.EOF || chunk.Count == 0 {
-			return out, nil
-		}
-	}
-}
-
-// WriteFile writes (creating or truncating) a file in the guest.
-func WriteFile(ctx context.Context, a GuestAgent, path string, data []byte) error {
-	h, err := openGuestFile(ctx, a, path, "w")
-	if err != nil {
-		return err
-	}
-	for len(data) > 0 {
-		n := min(len(data), fileChunk)
-		var wrote struct {
-			Count int `json:"count"`
-		}
-		args := map[string]any{"handle": h, "buf-b64": base64.StdEncoding.EncodeToString(data[:n])}
-		if err := a.Call(ctx, "guest-file-write", args, &wrote); err != nil {
-			closeGuestFile(ctx, a, h)
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if wrote.Count <= 0 {
-			closeGuestFile(ctx, a, h)
-			return fmt.Errorf("write %s: the guest agent wrote nothing", path)
-		}
-		data = data[wrote.Count:]
-	}
-	if err := a.Call(ctx, "guest-file-flush", map[string]int64{"handle": h}, nil); err != nil {
-		closeGuestFile(ctx, a, h)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return closeGuestFile(ctx, a, h)
-}
 
 func openGuestFile(ctx context.Context, a GuestAgent, path, mode string) (int64, error) {
 	var h int64
