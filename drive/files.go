@@ -88,8 +88,16 @@ func readGuest(ctx context.Context, ag desktop.GuestAgent, h int64, n int) ([]by
 	return data, c.EOF || c.Count == 0, nil
 }
 
-// ReadFile opens a guest file; its Size comes from seeking to its end.
-func (s *Service) ReadFile(ctx context.Context, id, path string) (GuestFile, error) {
+// ReadFile opens a guest file; its Size comes from seeking to its end. The
+// read is a use of the desktop until the file is closed (its TTL is held
+// while a download streams).
+func (s *Service) ReadFile(ctx context.Context, id, path string) (_ GuestFile, err error) {
+	done := s.mgr.Use(id)
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
 	if err := CheckGuestPath(path); err != nil {
 		return nil, err
 	}
@@ -102,7 +110,7 @@ func (s *Service) ReadFile(ctx context.Context, id, path string) (GuestFile, err
 	if err != nil {
 		return nil, err
 	}
-	f := &guestFile{ctx: ctx, ag: ag, h: h, path: path, size: -1}
+	f := &guestFile{ctx: ctx, ag: ag, h: h, path: path, size: -1, unuse: done}
 	var pos struct {
 		Position int64 `json:"position"`
 	}
@@ -128,6 +136,8 @@ type guestFile struct {
 	buf  []byte
 	eof  bool
 	done bool
+	// unuse ends the read's use of the desktop.
+	unuse func()
 }
 
 func (f *guestFile) Size() int64 { return f.size }
@@ -153,6 +163,9 @@ func (f *guestFile) Close() error {
 		return nil
 	}
 	f.done = true
+	if f.unuse != nil {
+		defer f.unuse()
+	}
 	return closeGuest(f.ctx, f.ag, f.h)
 }
 

@@ -83,7 +83,6 @@ func (s *Server) postExec(c *gin.Context) {
 
 func (s *Server) getFile(c *gin.Context) {
 	p, id := c.Query("path"), c.Param("id")
-	defer s.cfg.Manager.Use(id)() // a use, and the TTL held while the file streams
 	f, err := s.cfg.Drive.ReadFile(c.Request.Context(), id, p)
 	if err != nil {
 		fail(c, err)
