@@ -158,7 +158,7 @@ func (e *FieldError) Unwrap() error { return desktop.ErrInvalid }
 // fieldError is a bad request value: an *input.ValidationError naming the
 // field, which is a desktop.ErrInvalid too.
 func fieldError(field, format string, args ...any) error {
-	return &invalidError{&input.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}}
+	return &invalidError{input.Invalid(field, format, args...)}
 }
 
 // invalidError is an error of input's vocabulary that is also a

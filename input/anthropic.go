@@ -77,11 +77,11 @@ func decodeAnthropic(input []byte, member string) (AnthropicCall, error) {
 	}
 	switch {
 	case member != "" && ok && action != member:
-		return AnthropicCall{}, invalid("action", "%q does not match the tool name %q", action, member)
+		return AnthropicCall{}, Invalid("action", "%q does not match the tool name %q", action, member)
 	case member != "":
 		action = member
 	case !ok:
-		return AnthropicCall{}, invalid("action", "required")
+		return AnthropicCall{}, Invalid("action", "required")
 	}
 	batch, err := anthropicBatch(o, action)
 	if err != nil {
@@ -117,7 +117,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 	}
 	needText := func() error {
 		if !hasText {
-			return invalid("text", "required by %s", action)
+			return Invalid("text", "required by %s", action)
 		}
 		return nil
 	}
@@ -129,7 +129,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 		return Batch{{Kind: KindCursorPosition}}, nil
 	case "mouse_move":
 		if at == nil {
-			return nil, invalid("coordinate", "required by mouse_move")
+			return nil, Invalid("coordinate", "required by mouse_move")
 		}
 		return Batch{{Kind: KindMove, At: at}}, nil
 	case "left_click", "right_click", "middle_click", "double_click", "triple_click":
@@ -151,7 +151,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 		return Batch{a}, nil
 	case "left_click_drag":
 		if at == nil {
-			return nil, invalid("coordinate", "required by left_click_drag")
+			return nil, Invalid("coordinate", "required by left_click_drag")
 		}
 		start, err := anthropicPoint(o, "start_coordinate")
 		if err != nil {
@@ -187,7 +187,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 		}
 		chords := strings.Fields(text)
 		if len(chords) == 0 {
-			return nil, invalid("text", "no key given")
+			return nil, Invalid("text", "no key given")
 		}
 		batch := make(Batch, 0, len(chords))
 		for _, c := range chords {
@@ -207,7 +207,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, invalid("duration", "required by hold_key")
+			return nil, Invalid("duration", "required by hold_key")
 		}
 		return Batch{{Kind: KindHoldKey, Keys: names, Duration: d}}, nil
 	case "wait":
@@ -216,7 +216,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, invalid("duration", "required by wait")
+			return nil, Invalid("duration", "required by wait")
 		}
 		return Batch{{Kind: KindWait, Duration: d}}, nil
 	case "zoom":
@@ -225,11 +225,11 @@ func anthropicBatch(o object, action string) (Batch, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, invalid("region", "required by zoom")
+			return nil, Invalid("region", "required by zoom")
 		}
 		return Batch{{Kind: KindZoom, Region: &Rect{X1: r[0], Y1: r[1], X2: r[2], Y2: r[3]}}}, nil
 	}
-	return nil, invalid("action", "unknown action %q (known: %s)", action, strings.Join(anthropicActions(), ", "))
+	return nil, Invalid("action", "unknown action %q (known: %s)", action, strings.Join(anthropicActions(), ", "))
 }
 
 func anthropicScroll(o object, at *Point, mods func() ([]string, error)) (Batch, error) {
@@ -238,17 +238,17 @@ func anthropicScroll(o object, at *Point, mods func() ([]string, error)) (Batch,
 		return nil, err
 	}
 	if !ok {
-		return nil, invalid("scroll_direction", "required by scroll")
+		return nil, Invalid("scroll_direction", "required by scroll")
 	}
 	amount, ok, err := o.integer("scroll_amount")
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, invalid("scroll_amount", "required by scroll")
+		return nil, Invalid("scroll_amount", "required by scroll")
 	}
 	if amount < 0 {
-		return nil, invalid("scroll_amount", "must not be negative, got %d", amount)
+		return nil, Invalid("scroll_amount", "must not be negative, got %d", amount)
 	}
 	m, err := mods()
 	if err != nil {
@@ -256,7 +256,7 @@ func anthropicScroll(o object, at *Point, mods func() ([]string, error)) (Batch,
 	}
 	dx, dy, ok := scrollToward(dir, amount)
 	if !ok {
-		return nil, invalid("scroll_direction", "must be up, down, left or right, got %q", dir)
+		return nil, Invalid("scroll_direction", "must be up, down, left or right, got %q", dir)
 	}
 	return Batch{{Kind: KindScroll, At: at, Modifiers: m, DX: dx, DY: dy}}, nil
 }

@@ -42,7 +42,9 @@ func (e *ValidationError) FieldName() string { return e.Field }
 
 func (e *ValidationError) Unwrap() error { return e.Err }
 
-func invalid(field, format string, args ...any) *ValidationError {
+// Invalid is a ValidationError naming field, with a formatted reason: the
+// one constructor every door and the drive service use.
+func Invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 

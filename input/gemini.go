@@ -147,15 +147,15 @@ func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 		Parts []json.RawMessage `json:"parts"`
 	}
 	if len(body) == 0 {
-		return nil, invalid("", "no function call given")
+		return nil, Invalid("", "no function call given")
 	}
 	if body[0] == '[' {
 		if err := json.Unmarshal(body, &items); err != nil {
-			return nil, invalid("", "not an array of function calls: %v", err)
+			return nil, Invalid("", "not an array of function calls: %v", err)
 		}
 	} else {
 		if err := json.Unmarshal(body, &content); err != nil {
-			return nil, invalid("", "not a function call: %v", err)
+			return nil, Invalid("", "not a function call: %v", err)
 		}
 		if content.Parts == nil {
 			items = []json.RawMessage{body}
@@ -183,7 +183,7 @@ func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 		_, hasName := o.fields["name"]
 		switch {
 		case hasCamel && hasSnake:
-			return nil, invalid(o.field("function_call"), "give functionCall or function_call, not both")
+			return nil, Invalid(o.field("function_call"), "give functionCall or function_call, not both")
 		case hasCamel:
 			calls = append(calls, camel)
 		case hasSnake:
@@ -193,7 +193,7 @@ func DecodeGeminiCalls(body []byte) ([]json.RawMessage, error) {
 		}
 	}
 	if len(calls) == 0 {
-		return nil, invalid("", "no function call given")
+		return nil, Invalid("", "no function call given")
 	}
 	return calls, nil
 }
@@ -224,7 +224,7 @@ func DecodeGemini(raw json.RawMessage, env GeminiEnv) (GeminiCall, error) {
 		return GeminiCall{}, err
 	}
 	if !ok || name == "" {
-		return GeminiCall{}, invalid("name", "required")
+		return GeminiCall{}, Invalid("name", "required")
 	}
 	call := GeminiCall{Name: name}
 	if call.ID, _, err = o.str("id"); err != nil {
@@ -239,12 +239,12 @@ func DecodeGemini(raw json.RawMessage, env GeminiEnv) (GeminiCall, error) {
 	if sd, has := args.fields["safety_decision"]; has {
 		var d GeminiSafetyDecision
 		if err := json.Unmarshal(sd, &d); err != nil {
-			return GeminiCall{}, invalid(args.field("safety_decision"), "must be {decision, explanation}: %v", err)
+			return GeminiCall{}, Invalid(args.field("safety_decision"), "must be {decision, explanation}: %v", err)
 		}
 		call.Safety = &d
 	}
 	if geminiBrowserOnly(name) && !env.Browser {
-		return GeminiCall{}, invalid("name", "%s is a browser function and this desktop has no browser: nothing ran (its keys would have gone to whatever has focus); "+
+		return GeminiCall{}, Invalid("name", "%s is a browser function and this desktop has no browser: nothing ran (its keys would have gone to whatever has focus); "+
 			"create the desktop from a snapshot of the browser image (or of a recipe built from it), or use the desktop's own functions (click, type, press_key, hotkey)", name)
 	}
 	g := geminiArgs{o: args, space: env.Space}
@@ -267,10 +267,10 @@ func (g geminiArgs) coord(key string, n int) (int, error) {
 		return 0, err
 	}
 	if !ok {
-		return 0, invalid(g.o.field(key), "required")
+		return 0, Invalid(g.o.field(key), "required")
 	}
 	if v < 0 || v >= GeminiGrid {
-		return 0, invalid(g.o.field(key), "%d is off the 0-999 grid", v)
+		return 0, Invalid(g.o.field(key), "%d is off the 0-999 grid", v)
 	}
 	return v * n / GeminiGrid, nil
 }
@@ -291,7 +291,7 @@ func (g geminiArgs) point(xKey, yKey string) (*Point, error) {
 func (g geminiArgs) text(key string) (string, error) {
 	s, ok, err := g.o.str(key)
 	if err == nil && !ok {
-		err = invalid(g.o.field(key), "required")
+		err = Invalid(g.o.field(key), "required")
 	}
 	return s, err
 }
@@ -317,7 +317,7 @@ func (g geminiArgs) navigation(name, searchURL string) (string, error) {
 			return "", err
 		}
 		if strings.TrimSpace(u) == "" {
-			return "", invalid(g.o.field("url"), "empty: give the address to open")
+			return "", Invalid(g.o.field("url"), "empty: give the address to open")
 		}
 		if p, err := url.Parse(u); err != nil || p.Scheme == "" || (p.Host == "" && !slices.Contains(schemesWithoutHost, p.Scheme)) {
 			u = "https://" + u
@@ -363,7 +363,7 @@ func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
 			secs = 1
 		}
 		if secs < 0 || secs > 60 {
-			return nil, invalid(g.o.field("seconds"), "%d: wait 0 to 60 seconds", secs)
+			return nil, Invalid(g.o.field("seconds"), "%d: wait 0 to 60 seconds", secs)
 		}
 		return Batch{{Kind: KindWait, Duration: time.Duration(secs) * time.Second}}, nil
 	case "wait_5_seconds":
@@ -422,11 +422,11 @@ func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
 	case "hotkey":
 		keys, ok, err := g.o.strs("keys")
 		if err == nil && (!ok || len(keys) == 0) {
-			err = invalid(g.o.field("keys"), "required: at least one key")
+			err = Invalid(g.o.field("keys"), "required: at least one key")
 		}
 		return Batch{{Kind: KindKey, Chord: strings.Join(keys, "+")}}, err
 	case "key_down", "key_up":
-		return nil, invalid("name", "%s is not supported: a key held across calls has no place in a batch, which ends with every key up; use hotkey or press_key", name)
+		return nil, Invalid("name", "%s is not supported: a key held across calls has no place in a batch, which ends with every key up; use hotkey or press_key", name)
 	case "drag_and_drop":
 		return g.drag()
 	case "scroll", "scroll_at":
@@ -448,9 +448,9 @@ func (g geminiArgs) batch(name, searchURL string) (Batch, error) {
 			}
 			return Batch{{Kind: KindScroll, At: &Point{X: g.space.X / 2, Y: g.space.Y / 2}, DX: dx}}, nil
 		}
-		return nil, invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
+		return nil, Invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
 	}
-	return nil, invalid("name", "unknown function %q (known: %s)", name, strings.Join(geminiFunctions(), ", "))
+	return nil, Invalid("name", "unknown function %q (known: %s)", name, strings.Join(geminiFunctions(), ", "))
 }
 
 // drag reads the browser's (x, y, destination_x, destination_y) or the
@@ -502,16 +502,16 @@ func (g geminiArgs) scroll(name string) (Batch, error) {
 			mag = def
 		}
 		if mag < 0 || mag >= GeminiGrid {
-			return nil, invalid(g.o.field(key), "%d is off the 0-999 grid", mag)
+			return nil, Invalid(g.o.field(key), "%d is off the 0-999 grid", mag)
 		}
 		notches = pixelsToNotches(mag*axis/GeminiGrid, DefaultPixelsPerNotch)
 	}
 	if notches < 0 || notches > 100 {
-		return nil, invalid(g.o.field("magnitude_in_wheel_clicks"), "%d: scroll 0 to 100 wheel clicks", notches)
+		return nil, Invalid(g.o.field("magnitude_in_wheel_clicks"), "%d: scroll 0 to 100 wheel clicks", notches)
 	}
 	dx, dy, ok := scrollToward(dir, notches)
 	if !ok {
-		return nil, invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
+		return nil, Invalid(g.o.field("direction"), "must be up, down, left or right, got %q", dir)
 	}
 	return Batch{{Kind: KindScroll, At: at, DX: dx, DY: dy}}, nil
 }

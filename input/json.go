@@ -92,12 +92,12 @@ func decodeAction(data []byte, path string) (Action, error) {
 		return Action{}, err
 	}
 	if !ok {
-		return Action{}, invalid(o.field("action"), "required")
+		return Action{}, Invalid(o.field("action"), "required")
 	}
 	kind := Kind(name)
 	fields, known := actionFields(kind)
 	if !known {
-		return Action{}, invalid(o.field("action"), "unknown action %q (known: %v)", name, Kinds())
+		return Action{}, Invalid(o.field("action"), "unknown action %q (known: %v)", name, Kinds())
 	}
 	if err := o.onlyFields(append([]string{"action"}, fields...), name); err != nil {
 		return Action{}, err
@@ -168,9 +168,9 @@ func decodeXY(o object) (*Point, error) {
 	case hasX && hasY:
 		return &Point{X: x, Y: y}, nil
 	case hasX:
-		return nil, invalid(o.field("y"), "required when x is given")
+		return nil, Invalid(o.field("y"), "required when x is given")
 	case hasY:
-		return nil, invalid(o.field("x"), "required when y is given")
+		return nil, Invalid(o.field("x"), "required when y is given")
 	}
 	return nil, nil
 }
@@ -194,7 +194,7 @@ func decodePath(o object, key string) ([]Point, error) {
 			return nil, err
 		}
 		if p == nil {
-			return nil, invalid(po.field("x"), "required")
+			return nil, Invalid(po.field("x"), "required")
 		}
 		path = append(path, *p)
 	}

@@ -30,37 +30,37 @@ func parseObject(data []byte, path string) (object, error) {
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return object{}, invalid(path, "not valid JSON: %v", err)
+		return object{}, Invalid(path, "not valid JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return object{}, invalid(path, "must be a JSON object")
+		return object{}, Invalid(path, "must be a JSON object")
 	}
 	o := object{path: path, fields: map[string]json.RawMessage{}}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return object{}, invalid(path, "not valid JSON: %v", err)
+			return object{}, Invalid(path, "not valid JSON: %v", err)
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return object{}, invalid(path, "not valid JSON: object key is not a string")
+			return object{}, Invalid(path, "not valid JSON: object key is not a string")
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return object{}, invalid(fieldPath(path, key), "not valid JSON: %v", err)
+			return object{}, Invalid(fieldPath(path, key), "not valid JSON: %v", err)
 		}
 		if _, dup := o.fields[key]; dup {
-			return object{}, invalid(fieldPath(path, key), "given more than once")
+			return object{}, Invalid(fieldPath(path, key), "given more than once")
 		}
 		if string(raw) != "null" {
 			o.fields[key] = raw
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return object{}, invalid(path, "not valid JSON: %v", err)
+		return object{}, Invalid(path, "not valid JSON: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return object{}, invalid(path, "unexpected data after the JSON object")
+		return object{}, Invalid(path, "unexpected data after the JSON object")
 	}
 	return o, nil
 }
@@ -80,7 +80,7 @@ func (o object) onlyFields(allowed []string, what string) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return invalid(o.field(unknown[0]), "unknown field for %s (accepted: %v)", what, allowed)
+	return Invalid(o.field(unknown[0]), "unknown field for %s (accepted: %v)", what, allowed)
 }
 
 func (o object) str(key string) (string, bool, error) {
@@ -90,7 +90,7 @@ func (o object) str(key string) (string, bool, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", true, invalid(o.field(key), "must be a string, got %s", jsonKind(raw))
+		return "", true, Invalid(o.field(key), "must be a string, got %s", jsonKind(raw))
 	}
 	return s, true, nil
 }
@@ -102,7 +102,7 @@ func (o object) boolean(key string) (bool, bool, error) {
 	}
 	var b bool
 	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, true, invalid(o.field(key), "must be a boolean, got %s", jsonKind(raw))
+		return false, true, Invalid(o.field(key), "must be a boolean, got %s", jsonKind(raw))
 	}
 	return b, true, nil
 }
@@ -126,7 +126,7 @@ func (o object) strs(key string) ([]string, bool, error) {
 	}
 	var ss []string
 	if err := json.Unmarshal(raw, &ss); err != nil {
-		return nil, true, invalid(o.field(key), "must be an array of strings, got %s", jsonKind(raw))
+		return nil, true, Invalid(o.field(key), "must be an array of strings, got %s", jsonKind(raw))
 	}
 	return ss, true, nil
 }
@@ -161,7 +161,7 @@ func parseInts(raw json.RawMessage, n int, field string) ([]int, error) {
 		return nil, withPrefix(err, field)
 	}
 	if len(items) != n {
-		return nil, invalid(field, "must be an array of %d integers, got %d elements", n, len(items))
+		return nil, Invalid(field, "must be an array of %d integers, got %d elements", n, len(items))
 	}
 	out := make([]int, n)
 	for i, item := range items {
@@ -182,11 +182,11 @@ func (o object) seconds(key string) (time.Duration, bool, error) {
 	}
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil || !isJSONNumber(raw) {
-		return 0, true, invalid(o.field(key), "must be a number of seconds, got %s", jsonKind(raw))
+		return 0, true, Invalid(o.field(key), "must be a number of seconds, got %s", jsonKind(raw))
 	}
 	f, err := n.Float64()
 	if err != nil {
-		return 0, true, invalid(o.field(key), "must be a number of seconds: %v", err)
+		return 0, true, Invalid(o.field(key), "must be a number of seconds: %v", err)
 	}
 	// Far over any limit: saturate instead of overflowing, so validation
 	// reports "over the limit" rather than a wrapped-around value.
@@ -199,7 +199,7 @@ func (o object) seconds(key string) (time.Duration, bool, error) {
 func parseArray(raw json.RawMessage) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, invalid("", "must be an array, got %s", jsonKind(raw))
+		return nil, Invalid("", "must be an array, got %s", jsonKind(raw))
 	}
 	return items, nil
 }
@@ -208,24 +208,24 @@ func parseArray(raw json.RawMessage) ([]json.RawMessage, error) {
 // not 12.5) within ±maxCoordinate.
 func parseInteger(raw json.RawMessage) (int, error) {
 	if !isJSONNumber(raw) {
-		return 0, invalid("", "must be an integer, got %s", jsonKind(raw))
+		return 0, Invalid("", "must be an integer, got %s", jsonKind(raw))
 	}
 	s := string(bytes.TrimSpace(raw))
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if n > maxCoordinate || n < -maxCoordinate {
-			return 0, invalid("", "%d is out of range", n)
+			return 0, Invalid("", "%d is out of range", n)
 		}
 		return int(n), nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return 0, invalid("", "must be an integer, got %s", s)
+		return 0, Invalid("", "must be an integer, got %s", s)
 	}
 	if f != math.Trunc(f) {
-		return 0, invalid("", "must be an integer, got %s", s)
+		return 0, Invalid("", "must be an integer, got %s", s)
 	}
 	if f > maxCoordinate || f < -maxCoordinate {
-		return 0, invalid("", "%s is out of range", s)
+		return 0, Invalid("", "%s is out of range", s)
 	}
 	return int(f), nil
 }

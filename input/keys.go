@@ -28,7 +28,7 @@ func ParseChord(chord string) (Chord, error) {
 // ["CTRL", "L"], like ParseChord.
 func ParseKeys(names []string) (Chord, error) {
 	if len(names) == 0 {
-		return nil, invalid("", "no key given")
+		return nil, Invalid("", "no key given")
 	}
 	var chord Chord
 	for i, name := range names {
@@ -51,7 +51,7 @@ func ParseKeys(names []string) (Chord, error) {
 // spaces around names are ignored, but a lone " " is the space character.
 func splitChord(chord string) ([]string, error) {
 	if chord == "" {
-		return nil, invalid("", "no key given")
+		return nil, Invalid("", "no key given")
 	}
 	var names []string
 	rest := chord
@@ -71,14 +71,14 @@ func splitChord(chord string) ([]string, error) {
 		default:
 			part, rest = rest[:i], rest[i+1:]
 			if rest == "" {
-				return nil, invalid("", "chord %q ends with \"+\"", chord)
+				return nil, Invalid("", "chord %q ends with \"+\"", chord)
 			}
 		}
 		if part != " " {
 			part = strings.TrimSpace(part)
 		}
 		if part == "" {
-			return nil, invalid("", "chord %q has an empty key name", chord)
+			return nil, Invalid("", "chord %q has an empty key name", chord)
 		}
 		names = append(names, part)
 	}

@@ -121,7 +121,7 @@ func DecodeOpenAI(item []byte, opts OpenAIOptions) (OpenAICall, error) {
 		return OpenAICall{}, err
 	}
 	if ok && typ != "computer_call" {
-		return OpenAICall{}, invalid("type", "must be computer_call, got %q", typ)
+		return OpenAICall{}, Invalid("type", "must be computer_call, got %q", typ)
 	}
 	if call.ID, _, err = o.str("id"); err != nil {
 		return OpenAICall{}, err
@@ -130,7 +130,7 @@ func DecodeOpenAI(item []byte, opts OpenAIOptions) (OpenAICall, error) {
 		return OpenAICall{}, err
 	}
 	if !ok || call.CallID == "" {
-		return OpenAICall{}, invalid("call_id", "required")
+		return OpenAICall{}, Invalid("call_id", "required")
 	}
 	if call.PendingSafetyChecks, err = openAISafetyChecks(o, "pending_safety_checks"); err != nil {
 		return OpenAICall{}, err
@@ -143,7 +143,7 @@ func DecodeOpenAI(item []byte, opts OpenAIOptions) (OpenAICall, error) {
 	}
 	switch {
 	case hasOne && hasMany:
-		return OpenAICall{}, invalid("actions", "give either action or actions, not both")
+		return OpenAICall{}, Invalid("actions", "give either action or actions, not both")
 	case hasOne:
 		a, err := openAIAction(o.fields["action"], "action", opts)
 		if err != nil {
@@ -153,7 +153,7 @@ func DecodeOpenAI(item []byte, opts OpenAIOptions) (OpenAICall, error) {
 	case hasMany:
 		call.Batched = true
 		if len(items) == 0 {
-			return OpenAICall{}, invalid("actions", "no actions given")
+			return OpenAICall{}, Invalid("actions", "no actions given")
 		}
 		for i, raw := range items {
 			a, err := openAIAction(raw, "actions["+strconv.Itoa(i)+"]", opts)
@@ -163,7 +163,7 @@ func DecodeOpenAI(item []byte, opts OpenAIOptions) (OpenAICall, error) {
 			call.Batch = append(call.Batch, a)
 		}
 	default:
-		return OpenAICall{}, invalid("action", "required (or actions)")
+		return OpenAICall{}, Invalid("action", "required (or actions)")
 	}
 	return call, nil
 }
@@ -185,7 +185,7 @@ func openAISafetyChecks(o object, key string) ([]OpenAISafetyCheck, error) {
 			return nil, err
 		}
 		if !has {
-			return nil, invalid(co.field("id"), "required")
+			return nil, Invalid(co.field("id"), "required")
 		}
 		if c.Code, _, err = co.str("code"); err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func openAIAction(raw json.RawMessage, path string, opts OpenAIOptions) (Action,
 		return Action{}, err
 	}
 	if !ok {
-		return Action{}, invalid(o.field("type"), "required")
+		return Action{}, Invalid(o.field("type"), "required")
 	}
 	keys, _, err := o.strs("keys")
 	if err != nil {
@@ -221,7 +221,7 @@ func openAIAction(raw json.RawMessage, path string, opts OpenAIOptions) (Action,
 	xy := func() (*Point, error) {
 		p, err := decodeXY(o)
 		if err == nil && p == nil {
-			err = invalid(o.field("x"), "required by %s", typ)
+			err = Invalid(o.field("x"), "required by %s", typ)
 		}
 		return p, err
 	}
@@ -280,23 +280,23 @@ func openAIAction(raw json.RawMessage, path string, opts OpenAIOptions) (Action,
 			return Action{}, err
 		}
 		if !ok {
-			return Action{}, invalid(o.field("text"), "required by type")
+			return Action{}, Invalid(o.field("text"), "required by type")
 		}
 		return Action{Kind: KindType, Text: text}, nil
 	case "keypress":
 		if len(keys) == 0 {
-			return Action{}, invalid(o.field("keys"), "required by keypress: at least one key")
+			return Action{}, Invalid(o.field("keys"), "required by keypress: at least one key")
 		}
 		for i, k := range keys {
 			if k == "" {
-				return Action{}, invalid(fieldPath(o.field("keys"), "["+strconv.Itoa(i)+"]"), "empty key name")
+				return Action{}, Invalid(fieldPath(o.field("keys"), "["+strconv.Itoa(i)+"]"), "empty key name")
 			}
 		}
 		// splitChord reads a lone "+" part as the plus key, so joining
 		// with "+" keeps ["CTRL", "+"] intact.
 		return Action{Kind: KindKey, Chord: strings.Join(keys, "+")}, nil
 	}
-	return Action{}, invalid(o.field("type"), "unknown action %q (known: %s)", typ, strings.Join(openAIActionTypes(), ", "))
+	return Action{}, Invalid(o.field("type"), "unknown action %q (known: %s)", typ, strings.Join(openAIActionTypes(), ", "))
 }
 
 func openAIButton(o object) (Button, error) {
@@ -316,7 +316,7 @@ func openAIButton(o object) (Button, error) {
 	case "forward":
 		return ButtonForward, nil
 	}
-	return "", invalid(o.field("button"), "must be left, right, wheel, back or forward, got %q", b)
+	return "", Invalid(o.field("button"), "must be left, right, wheel, back or forward, got %q", b)
 }
 
 // openAIPath reads a drag path of {x, y} objects (the schema's form) or
@@ -327,7 +327,7 @@ func openAIPath(o object) ([]Point, error) {
 		return nil, err
 	}
 	if !ok || len(items) == 0 {
-		return nil, invalid(o.field("path"), "required by drag: at least one point")
+		return nil, Invalid(o.field("path"), "required by drag: at least one point")
 	}
 	path := make([]Point, 0, len(items))
 	for i, raw := range items {
@@ -349,7 +349,7 @@ func openAIPath(o object) ([]Point, error) {
 			return nil, err
 		}
 		if p == nil {
-			return nil, invalid(po.field("x"), "required")
+			return nil, Invalid(po.field("x"), "required")
 		}
 		path = append(path, *p)
 	}

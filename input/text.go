@@ -48,9 +48,9 @@ func CheckText(data []byte) error {
 			raw := data[start:end]
 			if reason := textFault(raw[bytes.IndexByte(raw, '"'):]); reason != "" {
 				if isKey {
-					return invalid(textPath(stack[:top]), "a field name %s", reason)
+					return Invalid(textPath(stack[:top]), "a field name %s", reason)
 				}
-				return invalid(textPath(stack), "%s", reason)
+				return Invalid(textPath(stack), "%s", reason)
 			}
 			if isKey {
 				stack[top].key, stack[top].inValue = s, true

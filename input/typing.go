@@ -23,12 +23,12 @@ type TextPlan struct {
 // rejected: neither path can type them.
 func planText(text string, field string) (TextPlan, error) {
 	if !utf8.ValidString(text) {
-		return TextPlan{}, invalid(field, "not valid UTF-8")
+		return TextPlan{}, Invalid(field, "not valid UTF-8")
 	}
 	typeable := true
 	for i, r := range text {
 		if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return TextPlan{}, invalid(field, "control character %U at byte %d cannot be typed", r, i)
+			return TextPlan{}, Invalid(field, "control character %U at byte %d cannot be typed", r, i)
 		}
 		if _, ok := usKeystroke(r); !ok && r != '\r' {
 			typeable = false

@@ -48,16 +48,16 @@ func Validate(batch Batch, opts ValidateOptions) error {
 func Compile(batch Batch, opts ValidateOptions) ([]Step, error) {
 	lim := opts.Limits.withDefaults()
 	if len(batch) == 0 {
-		return nil, invalid("actions", "no actions given")
+		return nil, Invalid("actions", "no actions given")
 	}
 	if len(batch) > lim.MaxActions {
-		return nil, invalid("actions", "%d actions are over the limit of %d a batch", len(batch), lim.MaxActions)
+		return nil, Invalid("actions", "%d actions are over the limit of %d a batch", len(batch), lim.MaxActions)
 	}
 	if opts.Space == nil {
-		return nil, invalid("", "no coordinate space given")
+		return nil, Invalid("", "no coordinate space given")
 	}
 	if w, h := opts.Space.Size(); w <= 0 || h <= 0 {
-		return nil, invalid("", "coordinate space %dx%d is empty", w, h)
+		return nil, Invalid("", "coordinate space %dx%d is empty", w, h)
 	}
 	steps := make([]Step, 0, len(batch))
 	for i, a := range batch {
@@ -74,7 +74,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 	s := Step{Action: a}
 	var err error
 	if _, known := actionFields(a.Kind); !known {
-		return s, invalid("action", "unknown action %q (known: %v)", a.Kind, Kinds())
+		return s, Invalid("action", "unknown action %q (known: %v)", a.Kind, Kinds())
 	}
 	if err := onlyKindFields(a); err != nil {
 		return s, err
@@ -82,7 +82,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 	switch a.Kind {
 	case KindClick, KindMove, KindMouseDown, KindMouseUp, KindScroll:
 		if a.Kind == KindMove && a.At == nil {
-			return s, invalid("x", "required")
+			return s, Invalid("x", "required")
 		}
 		if a.At != nil {
 			if s.At, err = toNative(*a.At, opts.Space, "x", "y"); err != nil {
@@ -94,14 +94,14 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 	case KindClick, KindDrag, KindMouseDown, KindMouseUp:
 		var ok bool
 		if s.Button, ok = qemuButton(a.Button); !ok {
-			return s, invalid("button", "unknown button %q (known: left, right, middle, back, forward)", a.Button)
+			return s, Invalid("button", "unknown button %q (known: left, right, middle, back, forward)", a.Button)
 		}
 	}
 	switch a.Kind {
 	case KindClick, KindMove, KindDrag, KindScroll:
 		if len(a.Modifiers) > 0 {
 			if len(a.Modifiers) > lim.MaxChordKeys {
-				return s, invalid("modifiers", "%d keys are over the limit of %d", len(a.Modifiers), lim.MaxChordKeys)
+				return s, Invalid("modifiers", "%d keys are over the limit of %d", len(a.Modifiers), lim.MaxChordKeys)
 			}
 			if s.Mods, err = ParseKeys(a.Modifiers); err != nil {
 				return s, withPrefix(err, "modifiers")
@@ -116,14 +116,14 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 			s.Count = 1
 		}
 		if s.Count < 1 || s.Count > 3 {
-			return s, invalid("count", "must be 1, 2 or 3, got %d", a.Count)
+			return s, Invalid("count", "must be 1, 2 or 3, got %d", a.Count)
 		}
 	case KindDrag:
 		if len(a.Path) == 0 {
-			return s, invalid("path", "required: at least one point")
+			return s, Invalid("path", "required: at least one point")
 		}
 		if len(a.Path) > lim.MaxPathPoints {
-			return s, invalid("path", "%d points are over the limit of %d", len(a.Path), lim.MaxPathPoints)
+			return s, Invalid("path", "%d points are over the limit of %d", len(a.Path), lim.MaxPathPoints)
 		}
 		for i, p := range a.Path {
 			n, err := toNative(p, opts.Space, "x", "y")
@@ -140,7 +140,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 			pos   string
 		}{{"dy", a.DY, "wheel-up", "wheel-down"}, {"dx", a.DX, "wheel-left", "wheel-right"}} {
 			if axis.v > lim.MaxScrollNotches || axis.v < -lim.MaxScrollNotches {
-				return s, invalid(axis.field, "%d notches are over the limit of %d", axis.v, lim.MaxScrollNotches)
+				return s, Invalid(axis.field, "%d notches are over the limit of %d", axis.v, lim.MaxScrollNotches)
 			}
 			for range abs(axis.v) {
 				if axis.v < 0 {
@@ -152,40 +152,40 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 		}
 	case KindType:
 		if a.Text == "" {
-			return s, invalid("text", "required: nothing to type")
+			return s, Invalid("text", "required: nothing to type")
 		}
 		if n := utf8.RuneCountInString(a.Text); n > lim.MaxTextRunes {
-			return s, invalid("text", "%d characters are over the limit of %d", n, lim.MaxTextRunes)
+			return s, Invalid("text", "%d characters are over the limit of %d", n, lim.MaxTextRunes)
 		}
 		if s.Text, err = planText(a.Text, "text"); err != nil {
 			return s, err
 		}
 		if s.Text.Guest != "" && !opts.HasGuest {
-			return s, invalid("text", "has characters the US keyboard layout cannot type, and this desktop has no guest agent to type them")
+			return s, Invalid("text", "has characters the US keyboard layout cannot type, and this desktop has no guest agent to type them")
 		}
 	case KindKey:
 		if a.Chord == "" {
-			return s, invalid("chord", "required")
+			return s, Invalid("chord", "required")
 		}
 		if s.Chord, err = ParseChord(a.Chord); err != nil {
 			return s, withPrefix(err, "chord")
 		}
 		if len(s.Chord) > lim.MaxChordKeys {
-			return s, invalid("chord", "%d keys are over the limit of %d", len(s.Chord), lim.MaxChordKeys)
+			return s, Invalid("chord", "%d keys are over the limit of %d", len(s.Chord), lim.MaxChordKeys)
 		}
 		s.Repeat = a.Repeat
 		if s.Repeat == 0 {
 			s.Repeat = 1
 		}
 		if s.Repeat < 1 || s.Repeat > lim.MaxRepeat {
-			return s, invalid("repeat", "must be 1 to %d, got %d", lim.MaxRepeat, a.Repeat)
+			return s, Invalid("repeat", "must be 1 to %d, got %d", lim.MaxRepeat, a.Repeat)
 		}
 	case KindHoldKey:
 		if len(a.Keys) == 0 {
-			return s, invalid("keys", "required: at least one key")
+			return s, Invalid("keys", "required: at least one key")
 		}
 		if len(a.Keys) > lim.MaxChordKeys {
-			return s, invalid("keys", "%d keys are over the limit of %d", len(a.Keys), lim.MaxChordKeys)
+			return s, Invalid("keys", "%d keys are over the limit of %d", len(a.Keys), lim.MaxChordKeys)
 		}
 		if s.Chord, err = ParseKeys(a.Keys); err != nil {
 			return s, withPrefix(err, "keys")
@@ -199,7 +199,7 @@ func compileAction(a Action, opts ValidateOptions, lim Limits) (Step, error) {
 		}
 	case KindZoom:
 		if a.Region == nil {
-			return s, invalid("region", "required")
+			return s, Invalid("region", "required")
 		}
 		if s.Region, err = regionToNative(*a.Region, opts.Space); err != nil {
 			return s, err
@@ -232,7 +232,7 @@ func onlyKindFields(a Action) error {
 	}
 	for _, f := range set {
 		if f.isSet && !slices.Contains(fields, f.field) {
-			return invalid(f.field, "not accepted by %s", a.Kind)
+			return Invalid(f.field, "not accepted by %s", a.Kind)
 		}
 	}
 	return nil
@@ -240,10 +240,10 @@ func onlyKindFields(a Action) error {
 
 func checkDuration(d time.Duration, lim Limits) error {
 	if d < 0 {
-		return invalid("duration", "must not be negative")
+		return Invalid("duration", "must not be negative")
 	}
 	if d > lim.MaxDuration {
-		return invalid("duration", "%v is over the limit of %v", d, lim.MaxDuration)
+		return Invalid("duration", "%v is over the limit of %v", d, lim.MaxDuration)
 	}
 	return nil
 }
@@ -252,10 +252,10 @@ func checkDuration(d time.Duration, lim Limits) error {
 func toNative(p Point, sp Space, fx, fy string) (*Point, error) {
 	w, h := sp.Size()
 	if p.X < 0 || p.X >= w {
-		return nil, invalid(fx, "%d is outside the %dx%d coordinate space (0 to %d)", p.X, w, h, w-1)
+		return nil, Invalid(fx, "%d is outside the %dx%d coordinate space (0 to %d)", p.X, w, h, w-1)
 	}
 	if p.Y < 0 || p.Y >= h {
-		return nil, invalid(fy, "%d is outside the %dx%d coordinate space (0 to %d)", p.Y, w, h, h-1)
+		return nil, Invalid(fy, "%d is outside the %dx%d coordinate space (0 to %d)", p.Y, w, h, h-1)
 	}
 	x, y := sp.ToNative(p.X, p.Y)
 	return &Point{X: x, Y: y}, nil
@@ -269,11 +269,11 @@ func regionToNative(r Rect, sp Space) (*Rect, error) {
 	w, h := sp.Size()
 	switch {
 	case r.X1 < 0 || r.Y1 < 0:
-		return nil, invalid("region", "top-left corner (%d, %d) is outside the %dx%d coordinate space", r.X1, r.Y1, w, h)
+		return nil, Invalid("region", "top-left corner (%d, %d) is outside the %dx%d coordinate space", r.X1, r.Y1, w, h)
 	case r.X2 > w || r.Y2 > h:
-		return nil, invalid("region", "bottom-right corner (%d, %d) is outside the %dx%d coordinate space", r.X2, r.Y2, w, h)
+		return nil, Invalid("region", "bottom-right corner (%d, %d) is outside the %dx%d coordinate space", r.X2, r.Y2, w, h)
 	case r.X2 <= r.X1 || r.Y2 <= r.Y1:
-		return nil, invalid("region", "must have x1 < x2 and y1 < y2, got [%d, %d, %d, %d]", r.X1, r.Y1, r.X2, r.Y2)
+		return nil, Invalid("region", "must have x1 < x2 and y1 < y2, got [%d, %d, %d, %d]", r.X1, r.Y1, r.X2, r.Y2)
 	}
 	x1, y1 := sp.ToNative(r.X1, r.Y1)
 	x2, y2 := sp.ToNative(r.X2-1, r.Y2-1)

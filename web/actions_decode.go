@@ -77,7 +77,7 @@ func batchRequest(f api.ActionsRequest) (drive.Request, error) {
 		return r, err
 	}
 	if f.Quality != 0 && (f.Quality < 1 || f.Quality > 100 || r.Format != screenshot.JPEG) {
-		return r, fieldError("quality", "%d: a JPEG quality is 1 to 100, with format jpeg", f.Quality)
+		return r, input.Invalid("quality", "%d: a JPEG quality is 1 to 100, with format jpeg", f.Quality)
 	}
 	return r, nil
 }
@@ -88,9 +88,9 @@ func displaySize(w, h int, wField, hField string) (image.Point, error) {
 	case w == 0 && h == 0:
 		return image.Point{}, nil
 	case w <= 0 || w > screenshot.MaxOutputEdge:
-		return image.Point{}, fieldError(wField, "%d: use 1 to %d, with %s", w, screenshot.MaxOutputEdge, hField)
+		return image.Point{}, input.Invalid(wField, "%d: use 1 to %d, with %s", w, screenshot.MaxOutputEdge, hField)
 	case h <= 0 || h > screenshot.MaxOutputEdge:
-		return image.Point{}, fieldError(hField, "%d: use 1 to %d, with %s", h, screenshot.MaxOutputEdge, wField)
+		return image.Point{}, input.Invalid(hField, "%d: use 1 to %d, with %s", h, screenshot.MaxOutputEdge, wField)
 	}
 	return image.Pt(w, h), nil
 }
@@ -102,20 +102,16 @@ func imageFormat(s, field string) (screenshot.Format, error) {
 	case "jpeg", "jpg":
 		return screenshot.JPEG, nil
 	}
-	return "", fieldError(field, "%q: use png or jpeg", s)
+	return "", input.Invalid(field, "%q: use png or jpeg", s)
 }
 
 // millis converts a count of milliseconds, 0 (described by zero) to
 // limit, checked before the conversion so no count wraps around.
 func millis(field string, ms int64, limit time.Duration, zero string) (time.Duration, error) {
 	if ms < 0 || ms > limit.Milliseconds() {
-		return 0, fieldError(field, "%d: use %s to %d", ms, zero, limit.Milliseconds())
+		return 0, input.Invalid(field, "%d: use %s to %d", ms, zero, limit.Milliseconds())
 	}
 	return time.Duration(ms) * time.Millisecond, nil
-}
-
-func fieldError(field, format string, args ...any) *input.ValidationError {
-	return &input.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // strictJSON decodes one JSON object into v: unknown fields, wrong types

@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/input"
 )
 
 // execRequestOf turns an exec body into the service's request: cmd with
@@ -23,10 +24,10 @@ func execRequestOf(r api.ExecRequest) (drive.ExecRequest, error) {
 	out := drive.ExecRequest{Args: r.Args, Env: r.Env, Cwd: r.Cwd, Timeout: time.Duration(r.Timeout), MaxOutput: r.MaxOutput}
 	switch {
 	case r.Cmd != "" && r.Shell != "":
-		return out, fieldError("shell", "give cmd (with args) or shell, not both")
+		return out, input.Invalid("shell", "give cmd (with args) or shell, not both")
 	case r.Shell != "":
 		if len(r.Args) > 0 {
-			return out, fieldError("args", "args go with cmd; a shell line carries its own")
+			return out, input.Invalid("args", "args go with cmd; a shell line carries its own")
 		}
 		out.Path, out.Args = "/bin/sh", []string{"-c", r.Shell}
 	case r.Cmd != "":
@@ -34,7 +35,7 @@ func execRequestOf(r api.ExecRequest) (drive.ExecRequest, error) {
 	}
 	switch {
 	case r.Stdin != "" && len(r.StdinBase64) > 0:
-		return out, fieldError("stdin_base64", "give stdin or stdin_base64, not both")
+		return out, input.Invalid("stdin_base64", "give stdin or stdin_base64, not both")
 	case r.Stdin != "":
 		out.Stdin = []byte(r.Stdin)
 	default:
