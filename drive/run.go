@@ -27,6 +27,43 @@ const (
 	MaxReaction     = 10 * time.Second
 )
 
+// A Bound is the range of one of a request's durations, which every door
+// takes in milliseconds: one table, so the doors and the service check
+// the same range and say it the same way.
+type Bound struct {
+	Field string // the field on the wire ("settle_ms")
+	Max   time.Duration
+	Zero  string // what 0 means, for the error
+}
+
+// The bounds of a batch's picture.
+var (
+	SettleBound        = Bound{"settle_ms", MaxSettle, "0 (capture at once)"}
+	SettleTimeoutBound = Bound{"timeout_ms", MaxSettleTimeout, "0"}
+	ReactionBound      = Bound{"reaction_ms", MaxReaction, "0 (do not wait for a reaction)"}
+)
+
+// Millis converts a count of milliseconds, checked before the conversion
+// so that no count wraps around.
+func (b Bound) Millis(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > b.Max.Milliseconds() {
+		return 0, b.outside(ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Check checks a duration already converted.
+func (b Bound) Check(d time.Duration) error {
+	if d < 0 || d > b.Max {
+		return b.outside(d.Milliseconds())
+	}
+	return nil
+}
+
+func (b Bound) outside(ms int64) error {
+	return fieldError(b.Field, "%d: use %s to %d", ms, b.Zero, b.Max.Milliseconds())
+}
+
 // Request is a batch to run and how to picture its end.
 type Request struct {
 	Batch input.Batch
@@ -265,15 +302,13 @@ func waitReaction(ctx context.Context, scr Screen, cpu *cpuMeter, since uint64, 
 
 // check refuses what no front door should pass on.
 func (r Request) check() error {
-	switch {
-	case len(r.Batch) == 0:
+	if len(r.Batch) == 0 {
 		return fieldError("actions", "no actions given")
-	case r.Settle < 0 || r.Settle > MaxSettle:
-		return fieldError("settle_ms", "%d: use 0 (capture at once) to %d", r.Settle.Milliseconds(), MaxSettle.Milliseconds())
-	case r.SettleTimeout < 0 || r.SettleTimeout > MaxSettleTimeout:
-		return fieldError("timeout_ms", "%d: use 0 to %d", r.SettleTimeout.Milliseconds(), MaxSettleTimeout.Milliseconds())
-	case r.Reaction < 0 || r.Reaction > MaxReaction:
-		return fieldError("reaction_ms", "%d: use 0 (do not wait for a reaction) to %d", r.Reaction.Milliseconds(), MaxReaction.Milliseconds())
+	}
+	for _, err := range []error{SettleBound.Check(r.Settle), SettleTimeoutBound.Check(r.SettleTimeout), ReactionBound.Check(r.Reaction)} {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -308,17 +309,14 @@ func adapterSpec(c *gin.Context, wName, hName string) (drive.Request, bool) {
 		}
 		spec.Quality = q
 	}
-	if spec.Settle, err = msParam(c.Query("settle_ms"), spec.Settle, 0, drive.MaxSettle); err != nil {
-		badRequest(c, "settle_ms", err.Error())
-		return spec, false
-	}
-	if spec.SettleTimeout, err = msParam(c.Query("timeout_ms"), spec.SettleTimeout, 0, drive.MaxSettleTimeout); err != nil {
-		badRequest(c, "timeout_ms", err.Error())
-		return spec, false
-	}
-	if spec.Reaction, err = msParam(c.Query("reaction_ms"), spec.Reaction, 0, drive.MaxReaction); err != nil {
-		badRequest(c, "reaction_ms", err.Error())
-		return spec, false
+	for _, p := range []struct {
+		to    *time.Duration
+		bound drive.Bound
+	}{{&spec.Settle, drive.SettleBound}, {&spec.SettleTimeout, drive.SettleTimeoutBound}, {&spec.Reaction, drive.ReactionBound}} {
+		if *p.to, err = boundParam(c.Query(p.bound.Field), *p.to, p.bound); err != nil {
+			fail(c, err)
+			return spec, false
+		}
 	}
 	return spec, true
 }

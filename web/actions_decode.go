@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -56,17 +55,17 @@ func batchRequest(f api.ActionsRequest) (drive.Request, error) {
 	r.Screenshot, r.Quality, r.Cursor, r.MidShots = f.Screenshot, f.Quality, f.Cursor, true
 	var err error
 	if f.SettleMs != nil {
-		if r.Settle, err = millis("settle_ms", int64(*f.SettleMs), drive.MaxSettle, "0 (capture at once)"); err != nil {
+		if r.Settle, err = drive.SettleBound.Millis(int64(*f.SettleMs)); err != nil {
 			return r, err
 		}
 	}
 	if f.TimeoutMs != nil {
-		if r.SettleTimeout, err = millis("timeout_ms", int64(*f.TimeoutMs), drive.MaxSettleTimeout, "0"); err != nil {
+		if r.SettleTimeout, err = drive.SettleTimeoutBound.Millis(int64(*f.TimeoutMs)); err != nil {
 			return r, err
 		}
 	}
 	if f.ReactionMs != nil {
-		if r.Reaction, err = millis("reaction_ms", int64(*f.ReactionMs), drive.MaxReaction, "0 (do not wait for a reaction)"); err != nil {
+		if r.Reaction, err = drive.ReactionBound.Millis(int64(*f.ReactionMs)); err != nil {
 			return r, err
 		}
 	}
@@ -103,15 +102,6 @@ func imageFormat(s, field string) (screenshot.Format, error) {
 		return screenshot.JPEG, nil
 	}
 	return "", input.Invalid(field, "%q: use png or jpeg", s)
-}
-
-// millis converts a count of milliseconds, 0 (described by zero) to
-// limit, checked before the conversion so no count wraps around.
-func millis(field string, ms int64, limit time.Duration, zero string) (time.Duration, error) {
-	if ms < 0 || ms > limit.Milliseconds() {
-		return 0, input.Invalid(field, "%d: use %s to %d", ms, zero, limit.Milliseconds())
-	}
-	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // strictJSON decodes one JSON object into v: unknown fields, wrong types

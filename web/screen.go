@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
+	"github.com/warmdesk/warmdesk/input"
 	"github.com/warmdesk/warmdesk/screenshot"
 	"github.com/warmdesk/warmdesk/vnc"
 )
@@ -119,6 +120,19 @@ func (s *Server) sendShot(c *gin.Context, scr drive.Screen, opts screenshot.Opti
 		h.Set("X-Settle-Ms", strconv.FormatInt(st.Waited.Milliseconds(), 10))
 	}
 	c.Data(http.StatusOK, shot.ContentType(), shot.Data)
+}
+
+// boundParam reads a query parameter of milliseconds within one of the
+// drive service's bounds, def when absent; the error names its field.
+func boundParam(v string, def time.Duration, b drive.Bound) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, input.Invalid(b.Field, "%q is not a whole number of milliseconds", v)
+	}
+	return b.Millis(n)
 }
 
 func msParam(v string, def, lo, hi time.Duration) (time.Duration, error) {
