@@ -179,6 +179,31 @@ func (s *Service) ScreenSize(id string) (image.Point, error) {
 	return image.Pt(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height), nil
 }
 
+// Profile is what a door needs to know of a desktop to speak for it: its
+// screen and whether it has the browser image's Chromium.
+type Profile struct {
+	Screen  image.Point
+	Browser bool
+}
+
+// Profile reads a desktop's profile: the screen as ScreenSize has it, the
+// browser from its snapshot's image.
+func (s *Service) Profile(id string) (Profile, error) {
+	screen, err := s.ScreenSize(id)
+	if err != nil {
+		return Profile{}, err
+	}
+	d, err := s.mgr.Get(id)
+	if err != nil {
+		return Profile{}, err
+	}
+	snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot)
+	if err != nil {
+		return Profile{}, fmt.Errorf("%w: profile of %s: %w", desktop.ErrUnavailable, id, err)
+	}
+	return Profile{Screen: screen, Browser: snap.Manifest.Image.Flavor == ChromiumFlavor}, nil
+}
+
 // Pointer is where the desktop's pointer is, in native pixels, as far as
 // the service knows; ok is false before any pointer action or LocatePointer.
 func (s *Service) Pointer(id string) (input.Point, bool) {

@@ -144,19 +144,14 @@ func (s *Server) postGemini(c *gin.Context) {
 		return
 	}
 	id := c.Param("id")
-	d, err := s.cfg.Manager.Get(id)
+	profile, err := s.cfg.Drive.Profile(id)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	snap, err := s.cfg.Manager.Lineage().Catalog().Get(d.Snapshot)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	env := input.GeminiEnv{Space: spec.Display, SearchURL: c.Query("search_url"), Browser: snap.Manifest.Image.Flavor == drive.ChromiumFlavor}
+	env := input.GeminiEnv{Space: spec.Display, SearchURL: c.Query("search_url"), Browser: profile.Browser}
 	if env.Space == (image.Point{}) {
-		env.Space = image.Point{X: snap.Manifest.Machine.Width, Y: snap.Manifest.Machine.Height}
+		env.Space = profile.Screen
 	}
 	spec.NoUpscale = !isDaemon(c)
 	parts, failed := input.RunGeminiTurn(calls, env, ack, func(call input.GeminiCall) (input.GeminiState, error) {
