@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"image/png"
 	"io"
 	"os"
@@ -212,28 +211,10 @@ func RestoreCheck(ctx context.Context, drv desktop.Driver, snap desktop.Snapshot
 	if err != nil {
 		return err
 	}
-	if Uniform(img) {
+	if desktop.BlankScreen(img) {
 		return errors.New("the restored screen is blank")
 	}
 	return nil
-}
-
-// Uniform reports whether a picture is a single colour (a blank screen).
-func Uniform(img image.Image) bool {
-	b := img.Bounds()
-	if b.Empty() {
-		return true
-	}
-	r0, g0, b0, _ := img.At(b.Min.X, b.Min.Y).RGBA()
-	for y := b.Min.Y; y < b.Max.Y; y += 3 {
-		for x := b.Min.X; x < b.Max.X; x += 3 {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if r != r0 || g != g0 || bl != b0 {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // checkFree fails early, with the figures, when dir's filesystem has less

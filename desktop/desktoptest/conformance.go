@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"log/slog"
 	"sync"
 	"testing"
@@ -263,23 +262,9 @@ func (e *env) screenOK(t *testing.T, id string) {
 	if err != nil {
 		t.Fatalf("screendump %s: %v", id, err)
 	}
-	if uniform(img) {
+	if desktop.BlankScreen(img) {
 		t.Fatalf("desktop %s shows a blank screen", id)
 	}
-}
-
-func uniform(img image.Image) bool {
-	b := img.Bounds()
-	r0, g0, b0, _ := img.At(b.Min.X, b.Min.Y).RGBA()
-	for y := b.Min.Y; y < b.Max.Y; y += 2 {
-		for x := b.Min.X; x < b.Max.X; x += 2 {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if r != r0 || g != g0 || bl != b0 {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Describe formats a desktop for failure messages.

@@ -22,7 +22,6 @@ import (
 	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
-	"github.com/warmdesk/warmdesk/images"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/vnc"
 	"github.com/warmdesk/warmdesk/volume"
@@ -322,7 +321,7 @@ func waitNonBlank(ctx context.Context, src interface {
 		_, ch := src.Changed()
 		var seq uint64
 		buf, seq = src.Frame(buf)
-		if seq > 0 && !images.Uniform(buf) {
+		if seq > 0 && !desktop.BlankScreen(buf) {
 			return nil
 		}
 		src.Poke()
