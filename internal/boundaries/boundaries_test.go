@@ -67,7 +67,7 @@ var rules = []rule{
 	{[]string{"internal/fanout"}, func(p string) bool { return !stdlib(p) }, "the fan-out of events is generic: standard library only", true, nil},
 	{[]string{"netpolicy"}, func(p string) bool { return !stdlib(p) }, "the egress policy is pure: standard library only", true, nil},
 	{[]string{"volume"}, func(p string) bool { return !stdlib(p) }, "volumes know nothing of desktops or drivers: standard library only", true, nil},
-	{[]string{"devtools"}, func(p string) bool { return !stdlib(p) }, "the DevTools bridge and discovery rewriting know nothing of desktops: standard library only", true, nil},
+	{[]string{"devtools"}, func(p string) bool { return !stdlib(p) && p != "github.com/gorilla/websocket" }, "the DevTools bridge, discovery rewriting and the warm-up know nothing of desktops: standard library and the WebSocket client only", true, nil},
 	{[]string{"desktop/confine"}, func(p string) bool { return !stdlib(p) }, "user ids and cgroups know nothing of QEMU or the domain: standard library only", true, nil},
 	{[]string{"desktop/qemu"}, func(p string) bool { return under(p, "desktop/libvirt") }, "no driver imports another driver", false, nil},
 	{[]string{"desktop/libvirt"}, func(p string) bool { return under(p, "desktop/qemu") }, "no driver imports another driver (shared QEMU facts live in desktop/qemuvm)", false, nil},

@@ -1,4 +1,4 @@
-package drive
+package devtools
 
 import (
 	"context"
@@ -83,7 +83,7 @@ func TestWarmDevToolsAttachesEnablesAndDetaches(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := warmDevTools(ctx, dial); err != nil {
+	if err := Warm(ctx, dial); err != nil {
 		t.Fatal(err)
 	}
 	if dials != 2 {
@@ -131,7 +131,7 @@ func TestWarmDevToolsSaysWhatChromiumRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := warmDevTools(ctx, dial)
+	err := Warm(ctx, dial)
 	if err == nil || !strings.Contains(err.Error(), "Browser.getVersion") || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("warm-up against a refusing Chromium: %v, want the command and Chromium's message", err)
 	}
