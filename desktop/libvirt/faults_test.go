@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,20 +20,6 @@ import (
 	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
-func uniform(img image.Image) bool {
-	b := img.Bounds()
-	r0, g0, b0, _ := img.At(b.Min.X, b.Min.Y).RGBA()
-	for y := b.Min.Y; y < b.Max.Y; y += 2 {
-		for x := b.Min.X; x < b.Max.X; x += 2 {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if r != r0 || g != g0 || bl != b0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // drivable checks that a machine answers on every channel hostd uses: QMP
 // passthrough (screendump, input), the guest agent, and the VNC socket.
 func drivable(ctx context.Context, t *testing.T, m desktop.Machine) {
@@ -43,7 +28,7 @@ func drivable(ctx context.Context, t *testing.T, m desktop.Machine) {
 	if err != nil {
 		t.Fatalf("screendump: %v", err)
 	}
-	if uniform(img) {
+	if desktop.BlankScreen(img) {
 		t.Fatal("blank screen")
 	}
 	if err := m.SendInput(ctx, []desktop.InputEvent{{Kind: desktop.InputMove, X: 10, Y: 10}}); err != nil {

@@ -89,7 +89,7 @@ func measure(t *testing.T, drv desktop.Driver, snap desktop.Snapshot, n, k int) 
 		img, err := m.Screendump(ctx)
 		took := time.Since(start)
 		m.Destroy(context.WithoutCancel(ctx))
-		if err != nil || uniform(img) {
+		if err != nil || desktop.BlankScreen(img) {
 			t.Fatalf("restored screen: blank or %v", err)
 		}
 		creates = append(creates, took)
