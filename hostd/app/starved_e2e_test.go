@@ -1,15 +1,14 @@
 package app_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/input"
 )
@@ -53,7 +52,7 @@ func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
 func starveVCPUs(t *testing.T, pid, quota, period int) (restore func()) {
 	t.Helper()
 	tids := vcpuThreads(t, pid)
-	parent := filepath.Join("/sys/fs/cgroup/cpu", cpuCgroupOf(t, pid))
+	parent := cpuCgroupDir(t, pid)
 	if _, err := os.Stat(filepath.Join(parent, "cpu.cfs_quota_us")); err != nil {
 		t.Fatalf("no cgroup v1 cpu controller for QEMU at %s: %v", parent, err)
 	}
@@ -103,27 +102,30 @@ func vcpuThreads(t *testing.T, pid int) []string {
 	return tids
 }
 
-// cpuCgroupOf reads the cgroup v1 cpu group of a process from
-// /proc/PID/cgroup ("4:cpu:/path" or "4:cpu,cpuacct:/path").
-func cpuCgroupOf(t *testing.T, pid int) string {
+// cpuCgroupDir is the directory of a process's cgroup v1 cpu group,
+// through confine's parsers of /proc/PID/cgroup and the mount table.
+func cpuCgroupDir(t *testing.T, pid int) string {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	procCgroup, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "cpu" {
-				return parts[2]
-			}
-		}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("QEMU %d is in no cgroup v1 cpu group (cgroup v2 hosts are not covered by this test)", pid)
-	return ""
+	groups, _, err := confine.ParseProcCgroup(string(procCgroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts, _, err := confine.ParseCgroupMounts(string(mountinfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, inGroup := groups["cpu"]
+	mnt, mounted := mounts["cpu"]
+	if !inGroup || !mounted {
+		t.Fatalf("QEMU %d is in no cgroup v1 cpu group (cgroup v2 hosts are not covered by this test)", pid)
+	}
+	return filepath.Join(mnt, group)
 }
