@@ -163,20 +163,42 @@ func (s *Service) desk(id string) (*desk, error) {
 // ScreenSize is the size of the mirror's picture, or of the snapshot's
 // screen before the mirror has one.
 func (s *Service) ScreenSize(id string) (image.Point, error) {
+	if sz, ok := s.liveSize(id); ok {
+		return sz, nil
+	}
+	snap, err := s.snapshotOf(id)
+	if err != nil {
+		return image.Point{}, fmt.Errorf("screen size of %s: %w", id, err)
+	}
+	return manifestSize(snap), nil
+}
+
+// liveSize is the size of the desktop's screen as its mirror has it.
+func (s *Service) liveSize(id string) (image.Point, bool) {
 	if scr, ok := s.screens.Screen(id); ok {
 		if sz := scr.Size(); sz.X > 0 && sz.Y > 0 {
-			return sz, nil
+			return sz, true
 		}
 	}
+	return image.Point{}, false
+}
+
+// snapshotOf is the snapshot a desktop was made from; a snapshot gone from
+// the catalog is ErrUnavailable.
+func (s *Service) snapshotOf(id string) (desktop.Snapshot, error) {
 	d, err := s.mgr.Get(id)
 	if err != nil {
-		return image.Point{}, err
+		return desktop.Snapshot{}, err
 	}
 	snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot)
 	if err != nil {
-		return image.Point{}, fmt.Errorf("%w: screen size of %s: %w", desktop.ErrUnavailable, id, err)
+		return desktop.Snapshot{}, fmt.Errorf("%w: %w", desktop.ErrUnavailable, err)
 	}
-	return image.Pt(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height), nil
+	return snap, nil
+}
+
+func manifestSize(snap desktop.Snapshot) image.Point {
+	return image.Pt(snap.Manifest.Machine.Width, snap.Manifest.Machine.Height)
 }
 
 // Profile is what a door needs to know of a desktop to speak for it: its
@@ -189,17 +211,13 @@ type Profile struct {
 // Profile reads a desktop's profile: the screen as ScreenSize has it, the
 // browser from its snapshot's image.
 func (s *Service) Profile(id string) (Profile, error) {
-	screen, err := s.ScreenSize(id)
+	snap, err := s.snapshotOf(id)
 	if err != nil {
-		return Profile{}, err
+		return Profile{}, fmt.Errorf("profile of %s: %w", id, err)
 	}
-	d, err := s.mgr.Get(id)
-	if err != nil {
-		return Profile{}, err
-	}
-	snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot)
-	if err != nil {
-		return Profile{}, fmt.Errorf("%w: profile of %s: %w", desktop.ErrUnavailable, id, err)
+	screen, ok := s.liveSize(id)
+	if !ok {
+		screen = manifestSize(snap)
 	}
 	return Profile{Screen: screen, Browser: snap.Manifest.Image.Flavor == ChromiumFlavor}, nil
 }
