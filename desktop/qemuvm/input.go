@@ -93,9 +93,8 @@ func PointTablet(ctx context.Context, ex Executor) error {
 	if err != nil || mice[idx].Current {
 		return err
 	}
-	var out string
-	args := map[string]any{"command-line": fmt.Sprintf("mouse_set %d", mice[idx].Index)}
-	if err := ex.Execute(ctx, "human-monitor-command", args, &out); err != nil {
+	out, err := humanMonitor(ctx, ex, fmt.Sprintf("mouse_set %d", mice[idx].Index))
+	if err != nil {
 		return fmt.Errorf("make the tablet the current mouse: %w", err)
 	}
 	if out != "" {
@@ -112,4 +111,12 @@ func tabletIndex(mice []Mouse) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: no absolute pointer device among %d mice: the device list has no tablet", desktop.ErrMismatch, len(mice))
+}
+
+// humanMonitor runs an HMP command line through QMP and returns what it
+// printed: the way to what QMP has no command for (mouse_set, info irq).
+func humanMonitor(ctx context.Context, ex Executor, line string) (string, error) {
+	var out string
+	err := ex.Execute(ctx, "human-monitor-command", map[string]any{"command-line": line}, &out)
+	return out, err
 }

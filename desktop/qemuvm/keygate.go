@@ -35,9 +35,8 @@ const KeyboardIRQ = 1
 // interrupt line since the machine started (the i8259's count, which sees
 // every ISA line whether the guest routes it through the IOAPIC or not).
 func KeyboardInterrupts(ctx context.Context, ex Executor) (uint64, error) {
-	var out string
-	args := map[string]any{"command-line": "info irq"}
-	if err := ex.Execute(ctx, "human-monitor-command", args, &out); err != nil {
+	out, err := humanMonitor(ctx, ex, "info irq")
+	if err != nil {
 		return 0, fmt.Errorf("read interrupt counts: %w", err)
 	}
 	stats, err := ParseIRQStats(out)
