@@ -251,6 +251,7 @@ func TestAgentDrainIsQuick(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	newDriver(t, testenv.RunDir(t), testenv.DataDir(t)).Close() // skips without libvirtd
 	drained := &records{msg: "guest agent drained", next: testenv.Logger(t).Handler()}
+	testenv.UsesLibvirtd(t)
 	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(drained)})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 // running: scripts/libvirtd --test starts one.
 func newDriver(t *testing.T, runDir, dataDir string) *libvirt.Driver {
 	t.Helper()
+	testenv.UsesLibvirtd(t)
 	d, err := libvirt.New(context.Background(), libvirt.Options{RunDir: runDir, DataDir: dataDir, Logger: testenv.Logger(t)})
 	if errors.Is(err, desktop.ErrUnavailable) && !testenv.InCI() {
 		t.Skipf("%v (scripts/libvirtd --test installs and starts one)", err)
@@ -40,6 +41,7 @@ func newDriver(t *testing.T, runDir, dataDir string) *libvirt.Driver {
 // driver's back.
 func virt(t *testing.T) *golibvirt.Libvirt {
 	t.Helper()
+	testenv.UsesLibvirtd(t)
 	l := golibvirt.NewWithDialer(dialers.NewLocal())
 	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
 		t.Fatal(err)

@@ -132,6 +132,7 @@ func TestMeasureLibvirtBesideQEMU(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	const n, k = 8, 4
 	ph := &phases{recs: map[string][]time.Duration{}}
+	testenv.UsesLibvirtd(t)
 	lv, err := libvirt.New(context.Background(), libvirt.Options{RunDir: testenv.RunDir(t), DataDir: testenv.DataDir(t), Logger: slog.New(ph)})
 	if err != nil {
 		newDriver(t, testenv.RunDir(t), testenv.DataDir(t)) // skips or fails with the reason

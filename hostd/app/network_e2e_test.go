@@ -38,6 +38,9 @@ type host struct {
 
 func openHost(t *testing.T, cfg config.Serve) *host {
 	t.Helper()
+	if cfg.Driver == "libvirt" {
+		testenv.UsesLibvirtd(t)
+	}
 	a, err := app.Open(context.Background(), cfg, testenv.Logger(t))
 	if errors.Is(err, desktop.ErrUnavailable) && cfg.Driver == "libvirt" && !testenv.InCI() {
 		t.Skipf("%v (scripts/libvirtd --test installs and starts one)", err)

@@ -249,6 +249,7 @@ func TestKillPointsLibvirt(t *testing.T) {
 // runs: scripts/libvirtd --test starts one.
 func needLibvirtd(t *testing.T) {
 	t.Helper()
+	testenv.UsesLibvirtd(t)
 	if out, err := exec.Command("../../scripts/libvirtd", "--status").CombinedOutput(); err != nil {
 		if testenv.InCI() {
 			t.Fatalf("libvirtd is not running: %s", out)
