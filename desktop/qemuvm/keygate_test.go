@@ -148,6 +148,48 @@ func TestKeyGateWaitsForTheGuest(t *testing.T) {
 	}
 }
 
+// A guest that reads slowly is waited for past MaxWait: the bound is on
+// reading nothing, not on the whole hold.
+func TestKeyGateWaitsForASlowGuest(t *testing.T) {
+	g := &guest{count: 7}
+	mon := g.monitor()
+	const maxWait = 300 * time.Millisecond
+	gate := &qemuvm.KeyGate{MaxWait: maxWait}
+	ctx := context.Background()
+	// Four bytes: the press and release of two keys.
+	twoKeys := append(append([]desktop.InputEvent{}, keyFrame...), desktop.InputEvent{Kind: desktop.InputKey, Key: "b", Down: true}, desktop.InputEvent{Kind: desktop.InputKey, Key: "b"})
+	if err := gate.Send(ctx, mon, twoKeys, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(maxWait / 3)
+		defer tick.Stop()
+		for range 4 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				g.read(1)
+			}
+		}
+	}()
+	var countAtSend uint64
+	err := gate.Send(ctx, mon, keyFrame, func(context.Context) error {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		countAtSend = g.count
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countAtSend != 11 {
+		t.Fatalf("the second frame went with the guest's count at %d, want 11 (every byte of the first read)", countAtSend)
+	}
+}
+
 // A guest that reads nothing (paused) holds a frame for MaxWait, no
 // longer; a context that ends first is the caller's error; a machine whose
 // counts cannot be read is not paced.
