@@ -228,7 +228,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, snap Snapshot, 
 	}
 	Fault(FaultCreateRecorded)
 	MarkPhase(ctx, "recorded")
-	e := &entry{d: d, guest: guestState{ready: make(chan struct{}), onCreate: onCreate}}
+	e := &entry{d: d, guest: guestState{ready: newGuestReady(), onCreate: onCreate}}
 	e.op.Lock()
 	defer e.op.Unlock()
 	m.mu.Lock()

@@ -122,9 +122,8 @@ type entry struct {
 // guestState is where a desktop's guest set-up stands, guarded by the
 // entry's mu.
 type guestState struct {
-	// ready closes once the guest has its own clock and identity, and
-	// has run its snapshot's on_create commands.
-	ready chan struct{}
+	// ready says how far the guest's set-up has gone.
+	ready guestReady
 	// onCreate are the commands a new desktop runs once restored.
 	onCreate []string
 	// settingFor is the machine whose guest's clock and identity a
@@ -240,11 +239,26 @@ func (m *Manager) List() []Desktop {
 	return out
 }
 
+// Wait is how far a fresh machine's guest set-up must have gone before
+// Machine returns it.
+type Wait int
+
+const (
+	// WaitNone returns the machine as it is (screens, monitors).
+	WaitNone Wait = iota
+	// WaitIdentity waits until the guest has its own clock and identity:
+	// input typed while the guest's clock jumped from the template's lost
+	// its first keys under load (a line typed right after a create).
+	WaitIdentity
+	// WaitSetUp also waits for the snapshot's on_create commands, so
+	// guest commands never see the template's state.
+	WaitSetUp
+)
+
 // Machine returns a desktop's live machine, for input, screen and guest
-// access. It fails with ErrConflict when the desktop is not live. When
-// guest is set it first waits (up to ctx) for the clone's clock and
-// identity to be set, so guest commands never see the template's.
-func (m *Manager) Machine(ctx context.Context, id string, guest bool) (Machine, Desktop, error) {
+// access. It fails with ErrConflict when the desktop is not live. It first
+// waits (up to ctx) for the guest's set-up to have gone as far as wait.
+func (m *Manager) Machine(ctx context.Context, id string, wait Wait) (Machine, Desktop, error) {
 	e, err := m.lookup(id)
 	if err != nil {
 		return nil, Desktop{}, err
@@ -255,9 +269,16 @@ func (m *Manager) Machine(ctx context.Context, id string, guest bool) (Machine, 
 	if mach == nil || !d.State.Live() {
 		return nil, d, &TransitionError{ID: id, From: d.State, Action: "use"}
 	}
-	if guest {
+	var until <-chan struct{}
+	switch wait {
+	case WaitIdentity:
+		until = ready.own
+	case WaitSetUp:
+		until = ready.done
+	}
+	if until != nil {
 		select {
-		case <-ready:
+		case <-until:
 		case <-ctx.Done():
 			return nil, d, fmt.Errorf("%w: the guest of %s is still starting: %w", ErrUnavailable, id, ctx.Err())
 		}

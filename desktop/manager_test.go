@@ -284,7 +284,7 @@ func TestMachineThatHaltsPausesItsDesktop(t *testing.T) {
 	}
 	events, stop := m.Events().Subscribe()
 	defer stop()
-	mach, _, err := m.Machine(ctx, d.ID, false)
+	mach, _, err := m.Machine(ctx, d.ID, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestCreateSetsTheGuestClock(t *testing.T) {
 	// Machine with guest true waits for the guest's clock and identity.
 	guestClock := func(id string) time.Time {
 		t.Helper()
-		mach, _, err := m.Machine(ctx, id, true)
+		mach, _, err := m.Machine(ctx, id, desktop.WaitSetUp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +421,7 @@ func TestCreateGivesTheCloneItsIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach, _, err := m.Machine(ctx, d.ID, true)
+	mach, _, err := m.Machine(ctx, d.ID, desktop.WaitSetUp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +480,7 @@ func TestRestartFinishesTheGuestSetUp(t *testing.T) {
 	defer cancel()
 	setUp := func(id string) {
 		t.Helper()
-		mach, _, err := m.Machine(wctx, id, true)
+		mach, _, err := m.Machine(wctx, id, desktop.WaitSetUp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,7 +496,7 @@ func TestRestartFinishesTheGuestSetUp(t *testing.T) {
 		}
 	}
 	setUp(running.ID)
-	mach, _, err := m.Machine(wctx, paused.ID, false)
+	mach, _, err := m.Machine(wctx, paused.ID, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 			log.Warn("cleanup", "err", err)
 		}
 	}
-	e := &entry{d: d, guest: guestState{ready: make(chan struct{})}}
+	e := &entry{d: d, guest: guestState{ready: newGuestReady()}}
 	if s := e.d.Setup; s != nil && s.State == SetupRunning {
 		e.d.Setup = &Setup{State: SetupFailed, Commands: s.Commands, Error: "hostd stopped while the on_create commands ran: some may have run, some not"}
 		m.store.PutDesktop(e.d)

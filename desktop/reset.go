@@ -98,7 +98,7 @@ func (l *Lineage) Reset(ctx context.Context, id string, req ResetRequest) (Deskt
 		e.d.Setup = &Setup{State: SetupRunning, Commands: len(e.guest.onCreate)}
 	}
 	e.d.GuestPending = true
-	e.guest.ready = make(chan struct{})
+	e.guest.ready = newGuestReady()
 	d = e.d
 	e.mu.Unlock()
 	if err := m.store.PutDesktop(d); err != nil {

@@ -123,7 +123,7 @@ func (m *Manager) machineUp(e *entry, mach Machine, personalize bool, start *tim
 // background, then runs its on_create commands, and closes ready when
 // done. The record's GuestPending is cleared once clock and identity are
 // set, so a restart before then sets them again.
-func (g *guestSetup) setUpGuest(e *entry, mach Machine, start *time.Time, ready chan struct{}) <-chan clockSet {
+func (g *guestSetup) setUpGuest(e *entry, mach Machine, start *time.Time, ready guestReady) <-chan clockSet {
 	d := e.snapshot()
 	var set chan clockSet
 	if start != nil {
@@ -155,6 +155,7 @@ func (g *guestSetup) setUpGuest(e *entry, mach Machine, start *time.Time, ready 
 		if err == nil {
 			err = SetIdentity(ctx, mach.Agent(), d.ID, machineID(d.ID))
 		}
+		closeOwn(e, ready)
 		if err != nil {
 			// Deleted or hibernated meanwhile: nothing to report. The agent's
 			// connection may close before the process is seen to exit.
@@ -228,7 +229,7 @@ func (g *guestSetup) finishGuestSetUp(e *entry) {
 		return
 	}
 	e.guest.settingFor = mach // in this critical section: two resumes start one
-	e.guest.ready = make(chan struct{})
+	e.guest.ready = newGuestReady()
 	ready := e.guest.ready
 	e.mu.Unlock()
 	g.setUpGuest(e, mach, nil, ready)
@@ -277,14 +278,37 @@ func takeOnCreate(e *entry) []string {
 	return cmds
 }
 
-// closeReady closes a guestReady channel of e once.
-func closeReady(e *entry, ready chan struct{}) {
+// guestReady closes its channels as a fresh machine's guest set-up goes
+// (or gives up): Manager.Machine's waits.
+type guestReady struct {
+	own  chan struct{} // the guest has its own clock and identity
+	done chan struct{} // and has run its snapshot's on_create commands
+}
+
+func newGuestReady() guestReady {
+	return guestReady{own: make(chan struct{}), done: make(chan struct{})}
+}
+
+// closeOwn closes ready's first channel once.
+func closeOwn(e *entry, ready guestReady) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	closeOnce(ready.own)
+}
+
+// closeReady closes both of ready's channels once.
+func closeReady(e *entry, ready guestReady) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	closeOnce(ready.own)
+	closeOnce(ready.done)
+}
+
+func closeOnce(ch chan struct{}) {
 	select {
-	case <-ready:
+	case <-ch:
 	default:
-		close(ready)
+		close(ch)
 	}
 }
 

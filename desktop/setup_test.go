@@ -2,6 +2,7 @@ package desktop_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func setupOf(t *testing.T, m *desktop.Manager, id string) desktop.Setup {
 		// Exec waits for the guest, which waits for the setup: the
 		// outcome is recorded by then.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Until(deadline))
-		m.Machine(ctx, id, true)
+		m.Machine(ctx, id, desktop.WaitSetUp)
 		cancel()
 	}
 }
@@ -56,7 +57,7 @@ func TestOnCreate(t *testing.T) {
 	events, stop := m.Events().Subscribe()
 	defer stop()
 	userShells := func(id string) []string {
-		mach, _, err := m.Machine(ctx, id, true)
+		mach, _, err := m.Machine(ctx, id, desktop.WaitSetUp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,5 +133,45 @@ func TestOnCreate(t *testing.T) {
 	}
 	if got := userShells(good.ID); len(got) != 0 {
 		t.Errorf("a wake ran %q again", got)
+	}
+}
+
+// Input waits for the guest's own clock and identity (WaitIdentity), a
+// screen does not (WaitNone): a guest whose agent has not answered yet
+// holds the one and not the other.
+func TestInputWaitsForTheGuestIdentity(t *testing.T) {
+	cat, err := desktop.NewCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := desktoptest.NewFake()
+	ctx := context.Background()
+	if _, err := desktoptest.BakeFake(ctx, f, cat, "s"); err != nil {
+		t.Fatal(err)
+	}
+	m := desktop.NewManager(ctx, desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: desktop.DefaultLimits()})
+	defer m.Close()
+	release := f.HoldAgents()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "s"})
+	if err != nil {
+		release()
+		t.Fatal(err)
+	}
+	if _, _, err := m.Machine(ctx, d.ID, desktop.WaitNone); err != nil {
+		release()
+		t.Fatalf("WaitNone while the agent is held: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _, err = m.Machine(short, d.ID, desktop.WaitIdentity)
+	cancel()
+	if !errors.Is(err, desktop.ErrUnavailable) {
+		release()
+		t.Fatalf("WaitIdentity before the guest's clock is set: %v, want ErrUnavailable", err)
+	}
+	release()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, _, err := m.Machine(wctx, d.ID, desktop.WaitIdentity); err != nil {
+		t.Fatalf("WaitIdentity once the agent answers: %v", err)
 	}
 }

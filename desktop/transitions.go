@@ -120,7 +120,7 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 		e.m = mach
 		e.d.Machine = mach.Record()
 		e.d.GuestPending = true
-		e.guest.ready = make(chan struct{})
+		e.guest.ready = newGuestReady()
 		e.mu.Unlock()
 		// A woken desktop slept for a while: its clock needs setting again
 		// (to the host's, plus the offset a create or reset asked for).

@@ -41,7 +41,7 @@ type device struct {
 var _ inputDevice = (*device)(nil)
 
 func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
-	mach, dk, err := d.s.mgr.Machine(ctx, d.id, false)
+	mach, dk, err := d.s.mgr.Machine(ctx, d.id, desktop.WaitIdentity)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (d *device) syncKeys(ctx context.Context) error {
 	if !d.unread {
 		return nil
 	}
-	mach, _, err := d.s.mgr.Machine(ctx, d.id, false)
+	mach, _, err := d.s.mgr.Machine(ctx, d.id, desktop.WaitNone)
 	if err != nil {
 		return err
 	}

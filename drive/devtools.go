@@ -37,7 +37,7 @@ type devtoolsLink struct {
 // names the flavor to use instead.
 func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error) {
 	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
-	mach, d, err := s.runningMachine(ctx, id, false, "reach the DevTools of")
+	mach, d, err := s.runningMachine(ctx, id, desktop.WaitNone, "reach the DevTools of")
 	if err != nil {
 		return nil, err
 	}

@@ -44,18 +44,18 @@ func (s *Service) guestMachine(ctx context.Context, id string) (desktop.Machine,
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, GuestWait)
 	defer cancel()
-	mach, _, err := s.runningMachine(wctx, id, true, "reach the guest agent of")
+	mach, _, err := s.runningMachine(wctx, id, desktop.WaitSetUp, "reach the guest agent of")
 	if err != nil && wctx.Err() != nil && errors.Is(err, desktop.ErrUnavailable) {
 		return nil, fmt.Errorf("%w: desktop %s: its guest is still being set up (clock, identity, on_create commands) after %s: try again in a few seconds", desktop.ErrUnavailable, id, time.Since(start).Round(time.Millisecond))
 	}
 	return mach, err
 }
 
-// runningMachine finds a desktop's machine (once its guest has its own
-// clock and identity, when guestReady) and refuses a desktop that is not
-// running with a transition error naming action.
-func (s *Service) runningMachine(ctx context.Context, id string, guestReady bool, action string) (desktop.Machine, desktop.Desktop, error) {
-	mach, d, err := s.mgr.Machine(ctx, id, guestReady)
+// runningMachine finds a desktop's machine (once its guest's set-up has
+// gone as far as wait) and refuses a desktop that is not running with a
+// transition error naming action.
+func (s *Service) runningMachine(ctx context.Context, id string, wait desktop.Wait, action string) (desktop.Machine, desktop.Desktop, error) {
+	mach, d, err := s.mgr.Machine(ctx, id, wait)
 	if err != nil {
 		return nil, d, err
 	}

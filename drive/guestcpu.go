@@ -3,6 +3,8 @@ package drive
 import (
 	"context"
 	"time"
+
+	"github.com/warmdesk/warmdesk/desktop"
 )
 
 // idleShare is the most a guest's virtual CPUs may be busy, as a share of
@@ -86,7 +88,7 @@ func (c *cpuMeter) waitIdle(ctx context.Context, bound time.Duration) (bool, err
 // cpuMeter measures the desktop's guest from now; nil (the guest counted
 // idle) when its machine cannot be had.
 func (s *Service) cpuMeter(ctx context.Context, id string) *cpuMeter {
-	mach, _, err := s.mgr.Machine(ctx, id, false)
+	mach, _, err := s.mgr.Machine(ctx, id, desktop.WaitNone)
 	if err != nil {
 		return nil
 	}

@@ -30,7 +30,7 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	if s.cfg.Guests == nil {
 		return nil, fmt.Errorf("%w: this hostd has no guest networks", desktop.ErrUnavailable)
 	}
-	if _, _, err := s.runningMachine(ctx, id, false, "reach a port of"); err != nil {
+	if _, _, err := s.runningMachine(ctx, id, desktop.WaitNone, "reach a port of"); err != nil {
 		return nil, err
 	}
 	c, err := s.cfg.Guests.DialGuest(ctx, id, uint16(port))

@@ -268,7 +268,7 @@ func (s *Service) handle(ctx context.Context, ev desktop.Event) {
 		s.mu.Unlock()
 		var keep desktop.Machine
 		if ev.Type == desktop.EventReset {
-			keep, _, _ = s.mgr.Machine(ctx, id, false) // nil if it is gone since
+			keep, _, _ = s.mgr.Machine(ctx, id, desktop.WaitNone) // nil if it is gone since
 		}
 		s.dropDevTools(id, keep)
 	case desktop.EventControl:

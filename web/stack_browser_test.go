@@ -153,7 +153,7 @@ func (s *stack) shell(t *testing.T, script string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m, _, err := s.mgr.Machine(ctx, s.desktop.ID, true)
+	m, _, err := s.mgr.Machine(ctx, s.desktop.ID, desktop.WaitSetUp)
 	if err != nil {
 		t.Fatal(err)
 	}

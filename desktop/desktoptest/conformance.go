@@ -248,7 +248,7 @@ func (e *env) remove(t *testing.T, id string) {
 
 func (e *env) machine(t *testing.T, id string) desktop.Machine {
 	t.Helper()
-	m, _, err := e.mgr.Machine(e.ctx(t), id, false)
+	m, _, err := e.mgr.Machine(e.ctx(t), id, desktop.WaitNone)
 	if err != nil {
 		t.Fatalf("machine of %s: %v", id, err)
 	}

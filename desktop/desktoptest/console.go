@@ -62,7 +62,7 @@ func guestAgentAnswers(t *testing.T, h Harness) {
 	e := open(t, h)
 	d := e.create(t)
 	ctx := e.ctx(t)
-	m, _, err := e.mgr.Machine(ctx, d.ID, true)
+	m, _, err := e.mgr.Machine(ctx, d.ID, desktop.WaitSetUp)
 	if err != nil {
 		t.Fatal(err)
 	}

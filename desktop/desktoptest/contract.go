@@ -25,7 +25,7 @@ import (
 func (e *env) guestAlive(t *testing.T, id string) {
 	t.Helper()
 	ctx := e.ctx(t)
-	m, _, err := e.mgr.Machine(ctx, id, true)
+	m, _, err := e.mgr.Machine(ctx, id, desktop.WaitSetUp)
 	if err != nil {
 		t.Fatalf("machine of %s: %v", id, err)
 	}
@@ -43,7 +43,7 @@ func (e *env) guestAlive(t *testing.T, id string) {
 func (e *env) shell(t *testing.T, id, script string) string {
 	t.Helper()
 	ctx := e.ctx(t)
-	m, _, err := e.mgr.Machine(ctx, id, true)
+	m, _, err := e.mgr.Machine(ctx, id, desktop.WaitSetUp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func hibernateWake(t *testing.T, h Harness) {
 	if err != nil || hb.State != desktop.StateHibernated {
 		t.Fatalf("hibernate: %v, state %s", err, hb.State)
 	}
-	if _, _, err := e.mgr.Machine(ctx, d.ID, false); !errors.Is(err, desktop.ErrConflict) {
+	if _, _, err := e.mgr.Machine(ctx, d.ID, desktop.WaitNone); !errors.Is(err, desktop.ErrConflict) {
 		t.Fatalf("machine of a hibernated desktop: %v, want ErrConflict", err)
 	}
 	if _, err := e.mgr.Lineage().Fork(ctx, d.ID, 1); !errors.Is(err, desktop.ErrConflict) {
@@ -315,7 +315,7 @@ func restartSweeps(t *testing.T, h Harness) {
 func restartResumes(t *testing.T, h Harness) {
 	e := open(t, h)
 	d := e.create(t)
-	mach, _, err := e.mgr.Machine(e.ctx(t), d.ID, false)
+	mach, _, err := e.mgr.Machine(e.ctx(t), d.ID, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func restartResumes(t *testing.T, h Harness) {
 	if got, _ := e.mgr.Get(d.ID); got.State != desktop.StateRunning {
 		t.Fatalf("after restart the desktop is %s, want running", got.State)
 	}
-	mach, _, err = e.mgr.Machine(e.ctx(t), d.ID, false)
+	mach, _, err = e.mgr.Machine(e.ctx(t), d.ID, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}

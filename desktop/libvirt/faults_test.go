@@ -89,7 +89,7 @@ func TestLibvirtdRestartKeepsDesktops(t *testing.T) {
 	}
 	var machines []desktop.Machine
 	for _, id := range ids {
-		m, _, err := mgr.Machine(ctx, id, false)
+		m, _, err := mgr.Machine(ctx, id, desktop.WaitNone)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,11 +17,10 @@ import (
 // an interrupt. A keyboard frame sent while earlier bytes still wait there
 // can overflow it, and QEMU drops the keys without a word. On a quiet host
 // the guest drains the queue well within a typing interval; on a busy one
-// its vCPUs can be held off for tens of milliseconds, and a guest fresh
-// from its restore takes no keyboard interrupt for a while: a wall-clock
-// typing rate lost the start of a line typed right after a create, and
-// the end of "from the tree" in a whole-suite run ("fr"). So a keyboard
-// frame waits until the guest has read the one before it. The exact
+// its vCPUs can be held off for tens of milliseconds or more: a wall-clock
+// typing rate lost keys of every line typed into a guest held to 5% of a
+// CPU. So a keyboard frame waits until the guest has read the one before
+// it. The exact
 // signal is the keyboard's interrupt line: the controller raises IRQ 1
 // once for every byte it hands the guest, and hands the next only once
 // the guest has read the last, and QEMU counts the raises (HMP "info

@@ -55,7 +55,7 @@ func NewDesktop(t testing.TB) *Desktop {
 	}
 	// Wait out the clone's clock and identity setting, so tests see only
 	// the guest programs they cause.
-	if _, _, err := mgr.Machine(ctx, d.ID, true); err != nil {
+	if _, _, err := mgr.Machine(ctx, d.ID, desktop.WaitSetUp); err != nil {
 		t.Fatal(err)
 	}
 	screen := NewScreen(1280, 800)
@@ -67,7 +67,7 @@ func NewDesktop(t testing.TB) *Desktop {
 // Machine is the desktop's fake machine, which records its input frames.
 func (f *Desktop) Machine(t testing.TB) *desktoptest.FakeMachine {
 	t.Helper()
-	m, _, err := f.Manager.Machine(context.Background(), f.ID, false)
+	m, _, err := f.Manager.Machine(context.Background(), f.ID, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,27 +8,28 @@ import (
 	"testing"
 
 	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/input"
 )
 
-// Typing loses nothing when the guest is slow to read its keyboard. QEMU's
-// PS/2 queue holds 16 bytes (about eight keystrokes) and drops what comes
-// on top, so a frame sent at a wall-clock rate overflowed it twice over:
-// typed right after a create, "echo ready > /tmp/ready" arrived as
-// "/tmp/ready" (the guest, fresh from its restore, took no keyboard
-// interrupt for a while), and with the vCPU threads (not QEMU's main loop,
-// which takes the input) given 5 ms of CPU every 100 ms through a CPU
-// quota, the harshest form of a busy host, every typed line lost keys.
-// qemuvm's KeyGate holds each keyboard frame until the guest has read the
-// last; both cases land whole.
+// Typing loses nothing when the guest is slow to read its keyboard or
+// fresh from its restore. QEMU's PS/2 queue holds 16 bytes (about eight
+// keystrokes) and drops what comes on top: with the vCPU threads (not
+// QEMU's main loop, which takes the input) given 5 ms of CPU every 100 ms
+// through a CPU quota, the harshest form of a busy host, every typed line
+// lost keys, until qemuvm's KeyGate held each keyboard frame until the
+// guest had read the last. Typed right after a create, "echo ready >
+// /tmp/ready" arrived as "/tmp/ready" or "/ready": keys typed while the
+// guest's clock jumps from the template's are lost above its kernel, so
+// input waits for the guest's own clock and identity (WaitIdentity).
 func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
 	s := startActionStack(t)
 	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
 	s.waitFile(t, "/tmp/ready", "ready\n")
 
-	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, false)
+	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, desktop.WaitNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func (e *env) resetBeside(ctx context.Context, n int) error {
 func (e *env) timeReset(ctx context.Context, id string, mirror *vnc.Mirror) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
-	mach, _, err := e.mgr.Machine(ctx, id, true)
+	mach, _, err := e.mgr.Machine(ctx, id, desktop.WaitSetUp)
 	if err != nil {
 		return 0, err
 	}

@@ -173,7 +173,7 @@ func (e *env) densityLibvirt(ctx context.Context, k int) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		m, _, err := mgr.Machine(ctx, d.ID, false)
+		m, _, err := mgr.Machine(ctx, d.ID, desktop.WaitNone)
 		if err != nil {
 			return 0, err
 		}

@@ -192,7 +192,7 @@ func (e *env) guestFetches(ctx context.Context, p netpolicy.Policy, port int) er
 		return err
 	}
 	defer e.mgr.Delete(context.WithoutCancel(ctx), d.ID)
-	mach, _, err := e.mgr.Machine(ctx, d.ID, true)
+	mach, _, err := e.mgr.Machine(ctx, d.ID, desktop.WaitSetUp)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func (e *env) liveDesktopOf(ctx context.Context, snapshot string) (desktop.Deskt
 	if err := waitNonBlank(wctx, scr.Mirror); err != nil {
 		return d, nil, nil, err
 	}
-	m, _, err := e.mgr.Machine(ctx, d.ID, false)
+	m, _, err := e.mgr.Machine(ctx, d.ID, desktop.WaitNone)
 	return d, m, scr.Capturer, err
 }
 
