@@ -8,6 +8,6 @@
 // the published docs; where the docs leave a choice, the choice is named
 // where it is made.
 //
-// Not built yet: the Executor over a desktop's Chromium (DevTools), and
-// the endpoint that takes a turn. docs/STATUS.md says so.
+// drive runs the calls on a desktop's Chromium (Service.BrowserTurn);
+// web's POST /v1/desktops/{id}/browser/anthropic takes a turn.
 package browsertool

@@ -3,6 +3,8 @@ package browsertool
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/warmdesk/warmdesk/input"
 )
 
 // Block is one content block of a member's tool_result: text, image or
@@ -18,12 +20,8 @@ type Block struct {
 	*BrowserState
 }
 
-// ImageSource is an image block's base64 picture.
-type ImageSource struct {
-	Type      string `json:"type"` // "base64"
-	MediaType string `json:"media_type"`
-	Data      string `json:"data"`
-}
+// ImageSource is an image block's base64 picture, as the computer tool's.
+type ImageSource = input.AnthropicImageSource
 
 // BrowserState is the browser's tabs after a call, and what changed
 // during it.

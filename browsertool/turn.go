@@ -1,7 +1,6 @@
 package browsertool
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,19 +28,9 @@ type ToolUse struct {
 // tool or the computer toolset may share a member's name. others counts
 // the other tool_use blocks, which are the caller's to answer.
 func DecodeTurn(body []byte) (uses []ToolUse, others int, err error) {
-	body = bytes.TrimSpace(body)
-	var blocks []json.RawMessage
-	if len(body) > 0 && body[0] == '[' {
-		err = json.Unmarshal(body, &blocks)
-	} else {
-		var msg struct {
-			Content []json.RawMessage `json:"content"`
-		}
-		err = json.Unmarshal(body, &msg)
-		blocks = msg.Content
-	}
+	blocks, err := input.TurnBlocks(body)
 	if err != nil {
-		return nil, 0, &input.ValidationError{Field: "content", Reason: "a turn is an array of content blocks, or a message with one in content: " + err.Error()}
+		return nil, 0, err
 	}
 	for i, raw := range blocks {
 		var b struct {
@@ -129,8 +118,9 @@ func runOne(ctx context.Context, u ToolUse, toolset Toolset, exec Executor) (Too
 // NewResult builds a successful call's tool_result by the docs' rules: a
 // tab member's is exactly one browser_state block; screenshot's and zoom's
 // hold an image; every other member's a text block (its output, "(empty)"
-// for an empty read, or the acknowledgment with the executor's line after
-// it), then an image and a browser_state when the executor gave them. An
+// for an empty read, or the executor's acknowledgment, the SDK's when it
+// gave none), then an image and a browser_state when the executor gave
+// them. An
 // outcome that breaks a rule is an error (the executor's bug), never a
 // result the API would refuse.
 func NewResult(id string, c Call, out Outcome) (ToolResult, error) {
@@ -201,11 +191,10 @@ func resultText(c Call, text string) string {
 		}
 		return text
 	}
-	ack := Ack(c)
 	if text == "" {
-		return ack
+		return Ack(c)
 	}
-	return ack + "\n" + text
+	return text
 }
 
 // ErrorText is a failed call's tool_result text: "Error: " and what went

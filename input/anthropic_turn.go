@@ -47,19 +47,9 @@ func IsAnthropicTurn(body []byte) bool {
 // tool_use blocks, which are the caller's to answer. Text and thinking
 // blocks are skipped.
 func DecodeAnthropicTurn(body []byte) (uses []AnthropicToolUse, others []string, err error) {
-	body = bytes.TrimSpace(body)
-	var blocks []json.RawMessage
-	if len(body) > 0 && body[0] == '[' {
-		err = json.Unmarshal(body, &blocks)
-	} else {
-		var msg struct {
-			Content []json.RawMessage `json:"content"`
-		}
-		err = json.Unmarshal(body, &msg)
-		blocks = msg.Content
-	}
+	blocks, err := TurnBlocks(body)
 	if err != nil {
-		return nil, nil, &ValidationError{Field: "content", Reason: "a turn is an array of content blocks, or a message with one in content: " + err.Error()}
+		return nil, nil, err
 	}
 	for i, raw := range blocks {
 		var b struct {
@@ -85,6 +75,27 @@ func DecodeAnthropicTurn(body []byte) (uses []AnthropicToolUse, others []string,
 		return nil, others, &ValidationError{Field: "content", Reason: "the turn has no computer tool_use block"}
 	}
 	return uses, others, nil
+}
+
+// TurnBlocks reads a turn body's content blocks: a JSON array of them, or
+// a message with them in content.
+func TurnBlocks(body []byte) ([]json.RawMessage, error) {
+	body = bytes.TrimSpace(body)
+	var blocks []json.RawMessage
+	var err error
+	if len(body) > 0 && body[0] == '[' {
+		err = json.Unmarshal(body, &blocks)
+	} else {
+		var msg struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		err = json.Unmarshal(body, &msg)
+		blocks = msg.Content
+	}
+	if err != nil {
+		return nil, &ValidationError{Field: "content", Reason: "a turn is an array of content blocks, or a message with one in content: " + err.Error()}
+	}
+	return blocks, nil
 }
 
 // IsAnthropicComputerTool tells whether a tool_use name is the computer
