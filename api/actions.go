@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 
+	"github.com/warmdesk/warmdesk/browsertool"
 	"github.com/warmdesk/warmdesk/input"
 )
 
@@ -212,6 +213,14 @@ type ControlReply struct {
 type AnthropicTurnResult struct {
 	Role    string                      `json:"role"` // "user"
 	Content []input.AnthropicToolResult `json:"content"`
+}
+
+// BrowserTurnResult answers an assistant turn of Anthropic's browser
+// toolset posted to POST /v1/desktops/{id}/browser/anthropic: the user
+// message with a tool_result for each browser member's tool_use, in order.
+type BrowserTurnResult struct {
+	Role    string                   `json:"role"` // "user"
+	Content []browsertool.ToolResult `json:"content"`
 }
 
 // GeminiTurnResult answers POST /v1/desktops/{id}/computer/gemini: the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,25 +53,32 @@ func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
 }
 
 func (c *Client) postRaw(ctx context.Context, path string, body []byte, out any) error {
+	_, err := c.postRawHeaders(ctx, path, body, out)
+	return err
+}
+
+// postRawHeaders is postRaw that also returns the answer's headers (empty
+// when there was no answer).
+func (c *Client) postRawHeaders(ctx context.Context, path string, body []byte, out any) (http.Header, error) {
 	resp, err := c.send(ctx, http.MethodPost, path, "application/json", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return http.Header{}, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return err
+		return resp.Header, err
 	}
 	if resp.StatusCode >= 300 {
 		if out != nil {
 			json.Unmarshal(data, out)
 		}
-		return apiError(resp, data)
+		return resp.Header, apiError(resp, data)
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
-	return json.Unmarshal(data, out)
+	return resp.Header, json.Unmarshal(data, out)
 }
 
 // Actions runs a batch of canonical actions. When it fails the answer
@@ -130,6 +138,21 @@ func (c *Client) Anthropic(ctx context.Context, id string, body json.RawMessage,
 	}
 	var tr input.AnthropicToolResult
 	return tr, json.Unmarshal(out, &tr)
+}
+
+// BrowserTurn sends an assistant turn with Anthropic browser toolset calls
+// (a JSON array of content blocks, or a message with them in content, and
+// the request's tools beside it for the toolset's configs) and returns the
+// user message that answers them, and the index of the call that failed
+// (-1 when none did).
+func (c *Client) BrowserTurn(ctx context.Context, id string, turn json.RawMessage) (api.BrowserTurnResult, int, error) {
+	var out api.BrowserTurnResult
+	h, err := c.postRawHeaders(ctx, desktopPath(id, "/browser/anthropic"), turn, &out)
+	failed := -1
+	if v := h.Get("X-Warmdesk-Failed-Call"); v != "" {
+		failed, _ = strconv.Atoi(v)
+	}
+	return out, failed, err
 }
 
 // OpenAI sends a computer_call item as the model emitted it and returns

@@ -37,13 +37,9 @@ type devtoolsLink struct {
 // names the flavor to use instead.
 func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error) {
 	defer s.mgr.Use(id)() // a use, and the TTL held while it runs
-	mach, d, err := s.runningMachine(ctx, id, desktop.WaitNone, "reach the DevTools of")
+	mach, err := s.chromiumMachine(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	if snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot); err == nil && snap.Manifest.Image.Flavor != ChromiumFlavor {
-		return nil, fmt.Errorf("%w: desktop %s runs image %q (flavor %s), which has no Chromium: create it from a snapshot of the %s image or of a recipe built from it",
-			desktop.ErrConflict, id, snap.Manifest.Image.Name, snap.Manifest.Image.Flavor, ChromiumFlavor)
 	}
 	dialer, ok := mach.(desktop.DevToolsDialer)
 	if !ok {
@@ -59,6 +55,20 @@ func (s *Service) DialDevTools(ctx context.Context, id string) (net.Conn, error)
 		return nil, fmt.Errorf("%w: desktop %s: %w", desktop.ErrUnavailable, id, err)
 	}
 	return conn, nil
+}
+
+// chromiumMachine is a running desktop's machine, or a conflict that names
+// the flavor to use when its image has no Chromium.
+func (s *Service) chromiumMachine(ctx context.Context, id string) (desktop.Machine, error) {
+	mach, d, err := s.runningMachine(ctx, id, desktop.WaitNone, "reach the DevTools of")
+	if err != nil {
+		return nil, err
+	}
+	if snap, err := s.mgr.Lineage().Catalog().Get(d.Snapshot); err == nil && snap.Manifest.Image.Flavor != ChromiumFlavor {
+		return nil, fmt.Errorf("%w: desktop %s runs image %q (flavor %s), which has no Chromium: create it from a snapshot of the %s image or of a recipe built from it",
+			desktop.ErrConflict, id, snap.Manifest.Image.Name, snap.Manifest.Image.Flavor, ChromiumFlavor)
+	}
+	return mach, nil
 }
 
 func (s *Service) devtoolsLink(id string) *devtoolsLink {

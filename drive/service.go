@@ -90,9 +90,10 @@ type Service struct {
 	log     *slog.Logger
 	cfg     Config
 
-	mu    sync.Mutex
-	desks map[string]*desk
-	links map[string]*devtoolsLink
+	mu       sync.Mutex
+	desks    map[string]*desk
+	links    map[string]*devtoolsLink
+	browsers map[string]*browserLink
 }
 
 // desk is one desktop's input state.
@@ -271,6 +272,7 @@ func (s *Service) handle(ctx context.Context, ev desktop.Event) {
 			keep, _, _ = s.mgr.Machine(ctx, id, desktop.WaitNone) // nil if it is gone since
 		}
 		s.dropDevTools(id, keep)
+		s.dropBrowser(id)
 	case desktop.EventControl:
 		s.mu.Lock()
 		d := s.desks[id]

@@ -14,6 +14,7 @@ func (s *Server) actionRoutes(g *gin.RouterGroup) {
 	g.POST("/desktops/:id/computer/anthropic", need(needControl), s.postAnthropic)
 	g.POST("/desktops/:id/computer/openai", need(needControl), s.postOpenAI)
 	g.POST("/desktops/:id/computer/gemini", need(needControl), s.postGemini)
+	g.POST("/desktops/:id/browser/anthropic", need(needControl), s.postBrowserTurn)
 	g.GET("/desktops/:id/control", need(needControl), s.controlSocket)
 	g.POST("/desktops/:id/exec", need(needShell), s.postExec)
 	g.GET("/desktops/:id/files", need(needShell), s.getFile)
