@@ -51,7 +51,9 @@ func (x *browserExec) Run(ctx context.Context, c browsertool.Call) (browsertool.
 	if err != nil {
 		return browsertool.Outcome{}, err
 	}
-	before := tab.url
+	x.b.mu.Lock()
+	before := tab.url // events update it
+	x.b.mu.Unlock()
 	out, err := x.member(ctx, tab, c)
 	if err != nil {
 		return browsertool.Outcome{}, err
