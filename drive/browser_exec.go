@@ -115,6 +115,9 @@ func (x *browserExec) tab(ctx context.Context, id string) (*browserTab, error) {
 	x.b.mu.Unlock()
 	for _, m := range []string{"Page.enable", "Runtime.enable"} {
 		if err := x.b.cdp.Call(ctx, attached.Session, m, nil, nil); err != nil {
+			x.b.mu.Lock()
+			tab.session = "" // attached again, and enabled, by the next call
+			x.b.mu.Unlock()
 			return nil, fmt.Errorf("tab %s: %w", tab.id, err)
 		}
 	}
