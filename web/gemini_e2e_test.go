@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // On a desktop of the browser image, Gemini's navigate opens the page
@@ -41,7 +43,14 @@ func TestGeminiBrowserURL(t *testing.T) {
 			t.Errorf("response %d: id %q, %v; want %s with url chrome://version/", i, r.ID, r.Response, id)
 		}
 	}
-	if title := s.shell(t, "xdotool search --onlyvisible --class chromium getwindowname 2>/dev/null | head -1"); title != "About Version - Chromium" {
+	// The navigation answers once the page commits; its title comes with
+	// its load, on the guest's time.
+	var title string
+	testenv.Poll(30*time.Second, 200*time.Millisecond, 2*time.Second, func() bool {
+		title = s.shell(t, "xdotool search --onlyvisible --class chromium getwindowname 2>/dev/null | head -1")
+		return title == "About Version - Chromium"
+	})
+	if title != "About Version - Chromium" {
 		t.Errorf("Chromium's window is %q", title)
 	}
 }
