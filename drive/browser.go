@@ -217,6 +217,17 @@ func (b *browserLink) addTarget(t targetInfo) *browserTab {
 	return tab
 }
 
+// byID is the open tab named id, or an error that says how to see what is
+// open; b.mu is held.
+func (b *browserLink) byID(id string) (*browserTab, error) {
+	for _, t := range b.tabs {
+		if t.id == id {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("tab %s is not open: use list_tabs to see what is open", id)
+}
+
 func (b *browserLink) byTarget(target string) *browserTab {
 	for _, t := range b.tabs {
 		if t.target == target {

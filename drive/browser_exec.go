@@ -84,22 +84,16 @@ func isInput(member string) bool {
 // attached.
 func (x *browserExec) tab(ctx context.Context, id string) (*browserTab, error) {
 	x.b.mu.Lock()
-	var tab *browserTab
-	if id == "" {
-		tab = x.b.active
-	} else {
-		for _, t := range x.b.tabs {
-			if t.id == id {
-				tab = t
-			}
-		}
+	tab, err := x.b.active, error(nil)
+	if id != "" {
+		tab, err = x.b.byID(id)
 	}
 	x.b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if tab == nil {
-		if id == "" {
-			return nil, errors.New("no tab is open: open one with new_tab")
-		}
-		return nil, fmt.Errorf("tab %s is not open: use list_tabs to see what is open", id)
+		return nil, errors.New("no tab is open: open one with new_tab")
 	}
 	if tab.session != "" {
 		return tab, nil
@@ -143,15 +137,10 @@ func (x *browserExec) tabMember(ctx context.Context, c browsertool.Call) error {
 		return nil
 	}
 	x.b.mu.Lock()
-	var tab *browserTab
-	for _, t := range x.b.tabs {
-		if t.id == c.TabID {
-			tab = t
-		}
-	}
+	tab, err := x.b.byID(c.TabID)
 	x.b.mu.Unlock()
-	if tab == nil {
-		return fmt.Errorf("tab %s is not open: use list_tabs to see what is open", c.TabID)
+	if err != nil {
+		return err
 	}
 	if c.Member == browsertool.SwitchTab {
 		if err := cdp.Call(ctx, "", "Target.activateTarget", map[string]any{"targetId": tab.target}, nil); err != nil {
