@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"image"
+	"sync/atomic"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -36,6 +37,9 @@ type device struct {
 	// keysSent is when the last key frame went out, zero once a button
 	// press has waited for the guest to take it (sealKeys).
 	keysSent time.Time
+	// keysAt is the desk's record of the last keys, which an
+	// accessibility walk reads from outside the runner's queue.
+	keysAt *atomic.Int64
 }
 
 var _ inputDevice = (*device)(nil)
@@ -91,11 +95,19 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 	}
 	if hasKeys(events) {
 		d.keysSent = time.Now()
+		d.markKeys(d.keysSent)
 	}
 	batchOf(ctx).sent(d.counter())
 	err = mach.SendInput(ctx, events)
 	d.s.poke(d.id)
 	return err
+}
+
+// markKeys records that keys went to the guest at t.
+func (d *device) markKeys(t time.Time) {
+	if d.keysAt != nil {
+		d.keysAt.Store(t.UnixNano())
+	}
 }
 
 // sealPress makes sure the guest has read a button press before the first

@@ -20,6 +20,7 @@ import (
 	"image"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -100,6 +101,10 @@ type Service struct {
 type desk struct {
 	runner *runner
 	typing typingSlots
+	// keysAt is when keys last went to the desktop (Unix nanoseconds, 0
+	// for never): an accessibility walk waits for the guest to take them
+	// (Service.afterKeys).
+	keysAt atomic.Int64
 }
 
 // New returns the service. It follows the Manager's events until ctx ends:
@@ -146,7 +151,7 @@ func (s *Service) desk(id string) (*desk, error) {
 		return d, nil
 	}
 	d := &desk{}
-	dev := &device{s: s, id: id}
+	dev := &device{s: s, id: id, keysAt: &d.keysAt}
 	r, err := newRunner(runnerConfig{
 		Device:            dev,
 		Guest:             guestTyper{s: s, id: id, dev: dev, slots: &d.typing},

@@ -99,6 +99,7 @@ func (g guestTyper) TypeText(ctx context.Context, text string) error {
 	script := g.slots.script(text)
 	timeout := 10*time.Second + time.Duration(utf8.RuneCountInString(text))*20*time.Millisecond
 	res, err := g.s.shell(ctx, g.id, script, nil, timeout)
+	g.dev.markKeys(time.Now())
 	g.s.poke(g.id)
 	if err != nil {
 		return err
