@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warmdesk/warmdesk/internal/textdist"
 )
 
 // A recipe's package names are checked against the mirror's package list
@@ -439,7 +441,7 @@ func (ix *packageIndex) closest(name string) []string {
 	var out []string
 	for cand := range ix.names {
 		// A bound of best+1 tells a tie from a farther name.
-		d := editDistance(name, cand, best+1)
+		d := textdist.Edit(name, cand, best+1)
 		switch {
 		case d < best:
 			best, out = d, []string{cand}
@@ -452,34 +454,4 @@ func (ix *packageIndex) closest(name string) []string {
 		out = out[:3]
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance of a and b, or bound when it
-// is at least bound (it stops early).
-func editDistance(a, b string, bound int) int {
-	if d := len(a) - len(b); d >= bound || -d >= bound {
-		return bound
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			rowMin = min(rowMin, cur[j])
-		}
-		if rowMin >= bound {
-			return bound
-		}
-		prev, cur = cur, prev
-	}
-	return min(prev[len(b)], bound)
 }

@@ -184,24 +184,6 @@ func TestBuildChecksPackageNamesFirst(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b  string
-		bound int
-		want  int
-	}{
-		{"mupdf", "mupdf", 3, 0},
-		{"mupfd", "mupdf", 3, 2},
-		{"chromiun", "chromium", 3, 1},
-		{"gimp", "inkscape", 3, 3},
-		{"", "abc", 5, 3},
-	} {
-		if got := editDistance(tc.a, tc.b, tc.bound); got != tc.want {
-			t.Errorf("editDistance(%q, %q, %d) = %d, want %d", tc.a, tc.b, tc.bound, got, tc.want)
-		}
-	}
-}
-
 // TestDefaultMirrorIsDebootstraps reads the default mirror out of the
 // installed debootstrap.
 func TestDefaultMirrorIsDebootstraps(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/warmdesk/warmdesk/internal/textdist"
 )
 
 // Chord is a key combination resolved to QEMU qcodes: pressed in order and
@@ -121,7 +123,7 @@ func closestKeyNames(name string, n int) []string {
 		if len(candidate) == 1 && len(target) > 2 {
 			continue // single characters are poor suggestions for words
 		}
-		all = append(all, scored{candidate, editDistance(target, strings.ToLower(candidate))})
+		all = append(all, scored{candidate, textdist.Edit(target, strings.ToLower(candidate), 0)})
 	}
 	slices.SortFunc(all, func(a, b scored) int {
 		if a.dist != b.dist {
@@ -134,25 +136,4 @@ func closestKeyNames(name string, n int) []string {
 		out = append(out, s.name)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

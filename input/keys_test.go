@@ -140,20 +140,6 @@ func TestParseKeys(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"enter", "entr", 1},
-		{"kitten", "sitting", 3}, {"return", "retrun", 2},
-	} {
-		if got := editDistance(c.a, c.b); got != c.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 func TestUnknownKeyErrorIsInvalidOnItsOwn(t *testing.T) {
 	err := &UnknownKeyError{Name: "x", Suggestions: []string{"a", "b"}}
 	if !errors.Is(err, ErrInvalid) {

@@ -85,7 +85,7 @@ var rules = []rule{
 	{[]string{"input", "api", "client"}, func(p string) bool {
 		return under(p, "desktop", "volume", "netpolicy", "internal/fanout", "drive", "web", "hostd", "vnc", "screenshot")
 	}, "the action vocabulary, the wire types and the client depend on no domain package and no service: drive runs batches, and the front doors convert wire types at their edge", false, nil},
-	{[]string{"browsertool"}, func(p string) bool { return !stdlib(p) && !under(p, "input") }, "the browser toolset's vocabulary imports only the standard library and the action vocabulary (its key names)", false, nil},
+	{[]string{"browsertool"}, func(p string) bool { return !stdlib(p) && !under(p, "input", "internal/textdist") }, "the browser toolset's vocabulary imports only the standard library and the action vocabulary (its key names)", false, nil},
 	{[]string{"agentmcp"}, func(p string) bool {
 		return under(p, "web", "drive", "hostd", "vnc", "screenshot", "desktop/qemu", "desktop/libvirt")
 	}, "the MCP front door drives desktops only through the API's client", false, nil},
