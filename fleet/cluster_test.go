@@ -18,19 +18,28 @@ import (
 )
 
 // Every member and client of these tests is on this machine's loopback:
-// member i listens on 127.0.0.(11+i), as a distinct host would.
+// member i listens on memberAddr(i), as a distinct host would. The block
+// is this package's own: hostd/fleete2e, which runs beside it, has its
+// members on 127.0.0.11 to .13 and the bench's fleet suite on .31 up.
+func memberAddr(i int) string { return fmt.Sprintf("127.0.0.%d", 41+i) }
 
-// freePort finds a port free on addr now (the member binds it a moment
-// later; the addresses are this test's own).
-func freePort(t *testing.T, addr string) string {
+// freePorts finds n ports free on addr now, distinct: each is held until
+// all are found (the member binds them a moment later). One at a time, a
+// port given back could come again for the next: a member's peer and
+// client URLs on one port failed to start with "address already in use".
+func freePorts(t *testing.T, addr string, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatalf("listen on %s (a loopback address of this machine): %v", addr, err)
+	var ports []string
+	for range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+		if err != nil {
+			t.Fatalf("listen on %s (a loopback address of this machine): %v", addr, err)
+		}
+		defer ln.Close()
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		ports = append(ports, port)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return ports
 }
 
 // testCluster is n members started side by side.
@@ -54,18 +63,19 @@ func startCluster(t *testing.T, n int, withTLS bool) *testCluster {
 			// etcd checks a peer's certificate against the address the
 			// peer called from, and on the loopback every member calls
 			// from 127.0.0.1 (on a network, from its own address).
-			hosts = append(hosts, CertHost{Name: fmt.Sprintf("h%d", i+1), Addrs: []string{fmt.Sprintf("127.0.0.%d", 11+i), "127.0.0.1"}})
+			hosts = append(hosts, CertHost{Name: fmt.Sprintf("h%d", i+1), Addrs: []string{memberAddr(i), "127.0.0.1"}})
 		}
 		if err := WriteCerts(tc.certs, "test", hosts, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
-		addr := fmt.Sprintf("127.0.0.%d", 11+i)
+		addr := memberAddr(i)
+		ports := freePorts(t, addr, 2)
 		tc.peers = append(tc.peers, Peer{
 			Name:      fmt.Sprintf("h%d", i+1),
-			PeerURL:   scheme + "://" + net.JoinHostPort(addr, freePort(t, addr)),
-			ClientURL: scheme + "://" + net.JoinHostPort(addr, freePort(t, addr)),
+			PeerURL:   scheme + "://" + net.JoinHostPort(addr, ports[0]),
+			ClientURL: scheme + "://" + net.JoinHostPort(addr, ports[1]),
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -158,7 +168,7 @@ func TestThreeMembersOutliveTheirLeader(t *testing.T) {
 func TestStrangersAreRefused(t *testing.T) {
 	tc := startCluster(t, 1, true)
 	other := filepath.Join(t.TempDir(), "other")
-	if err := WriteCerts(other, "other", []CertHost{{Name: "h1", Addrs: []string{"127.0.0.11"}}}, time.Now()); err != nil {
+	if err := WriteCerts(other, "other", []CertHost{{Name: "h1", Addrs: []string{memberAddr(0)}}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
