@@ -147,7 +147,8 @@ type Machine struct {
 var _ desktop.Machine = (*Machine)(nil)
 
 func (d *Driver) newMachine(rec record, uuid golibvirt.UUID) *Machine {
-	m := &Machine{drv: d, log: d.log.With("machine", rec.ID), uuid: uuid, rec: rec, exited: make(chan struct{}), lifeChanged: make(chan struct{}), halted: make(chan string, 1)}
+	log := d.log.With("machine", rec.ID)
+	m := &Machine{drv: d, log: log, uuid: uuid, rec: rec, exited: make(chan struct{}), lifeChanged: make(chan struct{}), halted: make(chan string, 1), keys: qemuvm.KeyGate{Log: log}}
 	m.agent = newAgent(m)
 	return m
 }

@@ -277,14 +277,16 @@ func (d *Driver) connect(ctx context.Context, rec record, proc *process) (*Machi
 		}
 		return nil, fmt.Errorf("qemu monitor: %w", r.err)
 	}
+	log := d.log.With("machine", rec.ID)
 	m := &Machine{
 		drv:    d,
-		log:    d.log.With("machine", rec.ID),
+		log:    log,
 		proc:   proc,
 		rec:    rec,
 		qmp:    r.c,
 		agent:  &agentConn{path: rec.Path("qga.sock")},
 		halted: make(chan string, 1),
+		keys:   qemuvm.KeyGate{Log: log},
 	}
 	d.mu.Lock()
 	d.live[m] = struct{}{}

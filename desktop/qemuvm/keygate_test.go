@@ -84,14 +84,21 @@ func TestKeyboardBytes(t *testing.T) {
 }
 
 // guest is a keyboard controller whose interrupt count the test moves.
+// Its run state is status; "" leaves query-status unanswered.
 type guest struct {
-	mu    sync.Mutex
-	count uint64
-	fail  error
+	mu     sync.Mutex
+	count  uint64
+	fail   error
+	status string
 }
 
 func (g *guest) monitor() *qemuvmtest.Monitor {
 	mon := qemuvmtest.New()
+	if g.status != "" {
+		mon.Handle("query-status", func(json.RawMessage) (any, error) {
+			return map[string]any{"status": g.status, "running": g.status == "running"}, nil
+		})
+	}
 	mon.Handle("human-monitor-command", func(json.RawMessage) (any, error) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -190,11 +197,49 @@ func TestKeyGateWaitsForASlowGuest(t *testing.T) {
 	}
 }
 
+// A running guest that reads nothing for longer than MaxWait is slow, not
+// stopped: the next frame waits until it reads. One that reads nothing for
+// Stall gets the frame refused, with an error that says so, not sent.
+func TestKeyGateWaitsForARunningGuestThenRefuses(t *testing.T) {
+	g := &guest{count: 3, status: "running"}
+	mon := g.monitor()
+	gate := &qemuvm.KeyGate{MaxWait: 20 * time.Millisecond, Stall: time.Minute}
+	ctx := context.Background()
+	nop := func(context.Context) error { return nil }
+	if err := gate.Send(ctx, mon, keyFrame, nop); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- gate.Send(ctx, mon, keyFrame, func(context.Context) error { sent <- struct{}{}; return nil })
+	}()
+	select {
+	case <-sent:
+		t.Fatal("the frame went while a running guest had not read the last one")
+	case <-time.After(10 * 20 * time.Millisecond): // ten times MaxWait
+	}
+	g.read(2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+
+	gate.Stall = 60 * time.Millisecond
+	err := gate.Send(ctx, mon, keyFrame, func(context.Context) error {
+		t.Error("a frame was sent to a guest that read nothing for Stall")
+		return nil
+	})
+	if !errors.Is(err, desktop.ErrUnavailable) || !strings.Contains(err.Error(), "read no key") {
+		t.Fatalf("a running guest that reads nothing: %v, want ErrUnavailable saying no key was read", err)
+	}
+}
+
 // A guest that reads nothing (paused) holds a frame for MaxWait, no
 // longer; a context that ends first is the caller's error; a machine whose
 // counts cannot be read is not paced.
 func TestKeyGateBounds(t *testing.T) {
-	g := &guest{}
+	g := &guest{status: "paused"}
 	mon := g.monitor()
 	gate := &qemuvm.KeyGate{MaxWait: 20 * time.Millisecond}
 	ctx := context.Background()
