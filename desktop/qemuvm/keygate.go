@@ -133,8 +133,7 @@ func KeyboardBytes(events []desktop.InputEvent) uint64 {
 // (paused, or a machine whose state cannot be read) reads nothing until it
 // runs again, and its keys then go as they did before the gate; a running
 // one is only slow (the same starved guest went over a second without
-// reading a byte, and again lost 14 keys in CI when they went then), and
-// is waited for until Stall has passed with nothing read, when the frame
+// reading a byte), and is waited for until Stall has passed with nothing read, when the frame
 // is refused with an error that says so rather than lost. Poll is how
 // often the count is read. The zero KeyGate is ready.
 type KeyGate struct {
@@ -250,7 +249,7 @@ func (g *KeyGate) waitTaken(ctx context.Context, ex Executor) (count uint64, kno
 			return 0, false, fmt.Errorf("wait for the guest to read the last keys: %w", ctx.Err())
 		case <-deadline.C:
 			if st, err := Status(ctx, ex); err != nil || st != "running" {
-				g.unpaced("the guest read nothing and is not running", "status", st, "err", err, "unread", g.target-count)
+				g.unpaced("the guest read nothing and is not seen running", "status", st, "err", err, "unread", g.target-count)
 				return 0, false, nil
 			}
 			if idle := time.Since(progress); idle >= stall {
