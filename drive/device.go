@@ -104,11 +104,7 @@ func (d *device) Send(ctx context.Context, events []desktop.InputEvent) error {
 }
 
 // markKeys records that keys went to the guest at t.
-func (d *device) markKeys(t time.Time) {
-	if d.keysAt != nil {
-		d.keysAt.Store(t.UnixNano())
-	}
-}
+func (d *device) markKeys(t time.Time) { d.keysAt.Store(t.UnixNano()) }
 
 // sealPress makes sure the guest has read a button press before the first
 // move of a drag follows it. QEMU's USB tablet (the pointer of snapshots
