@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -113,6 +114,46 @@ type Picture struct {
 	Reacted *bool
 	// ReactionWait is how long that took.
 	ReactionWait time.Duration
+	// NoReaction: the reaction wait ran out with the screen not reacting
+	// and the guest not seen idle, so the input's effect may come later.
+	NoReaction bool
+}
+
+// Notes are what the batch could not confirm: its warnings, then the
+// trailing picture's caveat. Every door shows them to its reader (the
+// canonical warnings, Anthropic's Note blocks, Gemini's response, OpenAI's
+// header).
+func (o Outcome) Notes() []string {
+	if o.Picture == nil {
+		return o.Warnings
+	}
+	if c := o.Picture.Caveat(); c != "" {
+		return append(slices.Clip(o.Warnings), c)
+	}
+	return o.Warnings
+}
+
+// Caveat says, in a sentence for the model or person reading the result,
+// why the picture may not show the batch's effect yet: the screen was
+// still changing when the settle wait ran out, or it showed no reaction to
+// the input within the reaction bound while the guest was still busy.
+// Empty when the picture can be trusted as the input's outcome.
+func (p Picture) Caveat() string {
+	switch {
+	case p.Settle != nil && !p.Settle.Settled:
+		return fmt.Sprintf("the screen was still changing when this screenshot was taken (after waiting %d ms for it to settle): take another screenshot before relying on it",
+			(p.Settle.Waited + p.ReactionWait).Milliseconds())
+	case p.NoReaction:
+		return fmt.Sprintf("the screen showed no reaction to the input within %d ms (the desktop may be busy): its effect may appear later, so take another screenshot to check before repeating the action",
+			p.ReactionWait.Milliseconds())
+	}
+	return ""
+}
+
+// Settled says whether the picture waited for a quiet screen and got one
+// that shows the input's outcome (no Caveat).
+func (p Picture) Settled() bool {
+	return p.Settle != nil && p.Caveat() == ""
 }
 
 // Outcome is what a batch did.
@@ -234,6 +275,7 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	}
 	if react {
 		pic.Reacted, pic.ReactionWait = &r.reacted, r.waited
+		pic.NoReaction = !r.reacted && !r.idle
 		if r.idle {
 			pic.Settle = &screenshot.Settle{Settled: true, Counter: r.counter, Changes: r.changes}
 		}

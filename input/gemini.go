@@ -553,6 +553,9 @@ const GeminiNotExecuted = "not executed: an earlier function call in this turn f
 type GeminiState struct {
 	Screenshot *Image
 	URL        string
+	// Notes are what the call could not confirm (a picture taken before
+	// the screen settled, keys sent unconfirmed): the response's "notes".
+	Notes []string
 }
 
 // GeminiRun runs one translated call and returns its state and failure.
@@ -604,6 +607,9 @@ func RunGeminiTurn(calls []json.RawMessage, env GeminiEnv, acknowledged bool, ru
 		}
 		if st.URL != "" {
 			resp["url"] = st.URL
+		}
+		if len(st.Notes) > 0 {
+			resp["notes"] = st.Notes
 		}
 		if err != nil {
 			failed = i

@@ -64,7 +64,7 @@ func (s *Server) postAnthropic(c *gin.Context) {
 		return
 	}
 	res := input.NewAnthropicToolResult(toolUseID, call, out.Result, nil, pictureImage(out))
-	res.Note(out.Warnings)
+	res.Note(out.Notes())
 	c.JSON(http.StatusOK, res)
 }
 
@@ -100,7 +100,7 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		if err == nil {
 			err = out.Err
 		}
-		return out.Result, pictureImage(out), out.Warnings, err
+		return out.Result, pictureImage(out), out.Notes(), err
 	})
 	if len(others) > 0 {
 		c.Header("X-Warmdesk-Other-Tools", strings.Join(others, ","))
@@ -166,7 +166,7 @@ func (s *Server) postGemini(c *gin.Context) {
 		if err == nil {
 			err = out.Err
 		}
-		st := input.GeminiState{Screenshot: pictureImage(out)}
+		st := input.GeminiState{Screenshot: pictureImage(out), Notes: out.Notes()}
 		if env.Browser {
 			st.URL = s.pageURL(c.Request.Context(), id)
 		}
@@ -176,6 +176,22 @@ func (s *Server) postGemini(c *gin.Context) {
 		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
 	}
 	c.JSON(http.StatusOK, api.GeminiTurnResult{Role: "user", Parts: parts})
+}
+
+// settleHeaders tell a client whose schema has no place for them how the
+// trailing picture was taken: X-Warmdesk-Settled (true when it shows the
+// input's outcome on a quiet screen), X-Warmdesk-Reaction-Ms, and
+// X-Warmdesk-Note with what the batch could not confirm.
+func settleHeaders(c *gin.Context, out drive.Outcome) {
+	if pic := out.Picture; pic != nil && pic.Settle != nil {
+		c.Header("X-Warmdesk-Settled", strconv.FormatBool(pic.Settled()))
+		if pic.Reacted != nil {
+			c.Header("X-Warmdesk-Reaction-Ms", strconv.FormatInt(pic.ReactionWait.Milliseconds(), 10))
+		}
+	}
+	if notes := out.Notes(); len(notes) > 0 {
+		c.Header("X-Warmdesk-Note", strings.Join(notes, "; "))
+	}
 }
 
 // pictureImage is a batch's trailing screenshot as a tool result's image,
@@ -268,6 +284,7 @@ func (s *Server) postOpenAI(c *gin.Context) {
 		return
 	}
 	img := input.Image{MediaType: out.Picture.Shot.ContentType(), Data: out.Picture.Shot.Data}
+	settleHeaders(c, out)
 	c.JSON(http.StatusOK, input.NewOpenAIOutput(call, img, ack, detail))
 }
 

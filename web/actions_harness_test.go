@@ -54,6 +54,13 @@ func (h *actHarness) frames() [][]desktop.InputEvent { return h.f.Machine(h.t).I
 // do sends a request with the daemon token and returns status and body.
 func (h *actHarness) do(method, path string, body string, header ...string) (int, []byte) {
 	h.t.Helper()
+	status, _, data := h.doHeader(method, path, body, header...)
+	return status, data
+}
+
+// doHeader is do that also returns the answer's header.
+func (h *actHarness) doHeader(method, path string, body string, header ...string) (int, http.Header, []byte) {
+	h.t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -75,7 +82,7 @@ func (h *actHarness) do(method, path string, body string, header ...string) (int
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return resp.StatusCode, data
+	return resp.StatusCode, resp.Header, data
 }
 
 func (h *actHarness) path(rest string) string { return "/v1/desktops/" + h.id + rest }

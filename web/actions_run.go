@@ -47,7 +47,7 @@ func response(o drive.Outcome, quiet time.Duration) api.ActionsResponse {
 		QueuedMs:  ms(o.Result.Queued),
 		ElapsedMs: ms(o.Result.Elapsed),
 		SyncMs:    ms(o.SyncWait),
-		Warnings:  o.Warnings,
+		Warnings:  o.Notes(),
 	}
 	for i, r := range o.Result.Results {
 		ar := api.ActionResult{Index: r.Index, Action: string(r.Kind), Status: string(r.Status), Error: r.Error, ElapsedMs: ms(r.Elapsed)}
