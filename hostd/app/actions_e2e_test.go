@@ -577,8 +577,15 @@ func TestActionsEndToEnd(t *testing.T) {
 
 func imageBlock(t *testing.T, tr input.AnthropicToolResult) *image.RGBA {
 	t.Helper()
-	if len(tr.Content) != 1 || tr.Content[0].Type != "image" || tr.Content[0].Source == nil {
-		t.Fatalf("content %+v, want one image", tr.Content)
+	if len(tr.Content) == 0 || tr.Content[0].Type != "image" || tr.Content[0].Source == nil {
+		t.Fatalf("content %+v, want an image", tr.Content)
+	}
+	// After it only notes (a picture that may not show the outcome yet).
+	for _, b := range tr.Content[1:] {
+		if b.Type != "text" || !strings.HasPrefix(b.Text, "Note: ") {
+			t.Fatalf("content %+v, want an image and notes", tr.Content)
+		}
+		t.Log(b.Text)
 	}
 	raw, err := base64.StdEncoding.DecodeString(tr.Content[0].Source.Data)
 	if err != nil {
