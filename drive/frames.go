@@ -56,7 +56,16 @@ func (r *runner) releaseKeys(ctx context.Context, keys input.Chord) error {
 	return r.keyFrame(rctx, keyEvents(reversed(keys), false))
 }
 
+// releaseContext is what a release runs in. While the request lives the
+// release is a step of its action, held to the request's own deadline: a
+// timer of its own once ended keystrokes (a modifier's release on a busy
+// guest, which the key gate holds until the guest read the press) with
+// "context deadline exceeded". After the request ended, releaseTimeout
+// bounds letting go of what is still held.
 func (r *runner) releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return context.WithCancel(ctx)
+	}
 	return context.WithTimeout(context.WithoutCancel(ctx), r.releaseTimeout)
 }
 

@@ -542,3 +542,45 @@ func TestCaptureErrorFailsTheAction(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// A modifier's release that a busy guest holds up past the release grace
+// still belongs to the running request: it waits within the request's own
+// deadline rather than failing the click with a deadline of its own.
+func TestReleaseWhileTheRequestLivesWaitsOnItsDeadline(t *testing.T) {
+	dev := &recordingDevice{}
+	r, err := newRunner(runnerConfig{Device: dev, ReleaseTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan struct{})
+	dev.block = func(ctx context.Context, ev []desktop.InputEvent) error {
+		if ev[0].Kind == desktop.InputKey && !ev[0].Down {
+			select {
+			case <-slow: // the guest took the press at last
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, input.Batch{{Kind: input.KindClick, At: &input.Point{X: 3, Y: 4}, Modifiers: []string{"alt"}}}, runOptions{Space: native})
+		done <- err
+	}()
+	// Longer than the release grace: the old timer had failed the click.
+	select {
+	case err := <-done:
+		t.Fatalf("the click answered %v while its modifier's release was still held up", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(slow)
+	if err := <-done; err != nil {
+		t.Fatalf("click with alt on a slow guest: %v", err)
+	}
+	if _, keys := r.Held(); len(keys) != 0 {
+		t.Errorf("keys still held: %v", keys)
+	}
+}
