@@ -213,6 +213,9 @@ type ErrorBody struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	State   string `json:"state,omitempty"`
+	// CPUPressure is the host's CPU pressure (0 to 1) that refused the
+	// action (code cpu_busy; Retry-After says when to try again).
+	CPUPressure float64 `json:"cpu_pressure,omitempty"`
 }
 
 // VolumeMount is a volume on a desktop: where the guest mounts it, and
@@ -319,6 +322,33 @@ type RecordingEntry struct {
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"` // action, exec, control, devtools, state, reset
 	Summary string    `json:"summary"`
+}
+
+// Host is what this host admits now (GET /v1/host, hostd status).
+type Host struct {
+	// Desktops hold resources (creating, running, paused) out of the cap;
+	// MemoryMiB is their guest memory out of MaxMemoryMiB.
+	Desktops     int     `json:"desktops"`
+	MaxDesktops  int     `json:"max_desktops"`
+	MemoryMiB    int     `json:"memory_mib"`
+	MaxMemoryMiB int     `json:"max_memory_mib"`
+	CPU          HostCPU `json:"cpu"`
+}
+
+// HostCPU is the host's CPU admission.
+type HostCPU struct {
+	// Pressure is the share of the last WindowS seconds in which runnable
+	// work waited for a CPU (0 to 1); Source is how it is read: psi (the
+	// kernel's pressure stall information) or loadavg.
+	Pressure float64 `json:"pressure"`
+	Source   string  `json:"source"`
+	WindowS  float64 `json:"window_s"`
+	// Bound is --max-cpu-pressure (0: no admission by CPU): at or above
+	// it creates, forks and wakes wait in a queue, then answer 503.
+	Bound    float64 `json:"bound"`
+	Queued   int     `json:"queued"`
+	Admitted uint64  `json:"admitted_after_waiting"`
+	Refused  uint64  `json:"refused"`
 }
 
 // Fleet is the fleet this host belongs to (GET /v1/fleet): its hosts whose

@@ -220,6 +220,14 @@ func (c *Client) DevToolsURL(ctx context.Context, id string) (api.DevToolsURL, e
 	return out, err
 }
 
+// Host says what the host admits now: desktops, memory, CPU pressure and
+// its admission queue.
+func (c *Client) Host(ctx context.Context) (api.Host, error) {
+	var h api.Host
+	err := c.Do(ctx, http.MethodGet, "/v1/host", nil, &h)
+	return h, err
+}
+
 // Fleet lists the fleet the host belongs to; a single host answers 409
 // not_a_fleet.
 func (c *Client) Fleet(ctx context.Context) (api.Fleet, error) {

@@ -22,11 +22,19 @@ type Limits struct {
 	// forks, wakes and snapshots are refused: a disk filled by desktops
 	// would leave the records store unable to write.
 	MinFreeMiB int
+	// MaxCPUPressure is the host CPU pressure (Config.CPU, 0 to 1) at or
+	// above which creates, forks and wakes wait in a queue of at most
+	// MaxCPUQueue for at most CPUQueueWait, then are refused with ErrBusy;
+	// 0: no admission by CPU.
+	MaxCPUPressure float64
+	MaxCPUQueue    int
+	CPUQueueWait   time.Duration
 }
 
 // DefaultLimits are conservative caps for a small host.
 func DefaultLimits() Limits {
-	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2, MinFreeMiB: 2048}
+	return Limits{MaxDesktops: 32, MaxMemoryMiB: 32 << 10, MaxFork: 10, MaxTTL: 7 * 24 * time.Hour, MaxDiskMiB: 64 << 10, PoolSize: 2, MinFreeMiB: 2048,
+		MaxCPUPressure: 0.9, MaxCPUQueue: 32, CPUQueueWait: time.Minute}
 }
 
 // capacity admits creates, forks, wakes and resets under the host's caps

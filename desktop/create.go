@@ -152,6 +152,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Desktop, error
 	if err := m.capacity.checkSpace("create"); err != nil {
 		return Desktop{}, err
 	}
+	if err := m.cpu.admit(ctx, "create"); err != nil {
+		return Desktop{}, err
+	}
 	release, err := m.capacity.reserve(1, snap.Manifest.Machine.MemoryMiB)
 	if err != nil {
 		return Desktop{}, err

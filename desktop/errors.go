@@ -29,6 +29,9 @@ var (
 	// ErrUnavailable: a dependency (QEMU, libvirtd, the guest agent) did not
 	// answer in time.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrBusy: the host's CPUs stayed contended beyond the admission bound
+	// for the queue's wait (a *BusyError says how much and for how long).
+	ErrBusy = errors.New("host CPU busy")
 	// ErrControlled: a person holds control of the desktop, so agent input
 	// is refused until they hand it back.
 	ErrControlled = errors.New("a person is in control")

@@ -79,6 +79,7 @@ type Manager struct {
 	setup *guestSetup
 	// capacity holds the caps and admits what would take resources.
 	capacity capacity
+	cpu      *CPUAdmission
 
 	// base is the context machines are started and stopped under.
 	base context.Context
@@ -148,6 +149,9 @@ type Config struct {
 	// FreeSpace reports the bytes free on the disk of the state directory
 	// (records, snapshots, desktops' disks); nil: not checked.
 	FreeSpace func() (uint64, error)
+	// CPU admits creates, forks and wakes by the host's CPU pressure
+	// (NewCPUAdmission); nil: no admission by CPU.
+	CPU *CPUAdmission
 	// Volumes keeps the host's volumes; nil: volumes are refused.
 	Volumes *volume.Registry
 }
@@ -168,6 +172,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 		closed: make(chan struct{}),
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
+	m.cpu = c.CPU
 	m.events = &Events{get: m.Get, now: m.now}
 	m.vols = &Volumes{m: m, reg: c.Volumes, claims: map[string][]volume.Holder{}}
 	w, _ := c.Driver.(Warmer)

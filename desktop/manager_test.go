@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -642,5 +643,73 @@ func TestSetExpiryIsTheTTL(t *testing.T) {
 	m.Use(d.ID)()
 	if after, _ := m.Get(d.ID); !after.ExpiresAt.Equal(*got.ExpiresAt) {
 		t.Errorf("a use moved a past end: %v, was %v", after.ExpiresAt, got.ExpiresAt)
+	}
+}
+
+// stepGauge is a CPU gauge at a fixed pressure whose every Next is a
+// sample already taken, so a queued action re-reads the pressure at once.
+type stepGauge struct {
+	mu sync.Mutex
+	p  float64
+}
+
+func (g *stepGauge) set(p float64) { g.mu.Lock(); defer g.mu.Unlock(); g.p = p }
+func (g *stepGauge) Pressure() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.p
+}
+func (g *stepGauge) Next() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+func (g *stepGauge) Window() time.Duration { return 4 * time.Second }
+
+// Over the CPU bound, creates, forks and wakes wait out the queue's wait
+// and are refused whole (nothing recorded, no machine), saying the
+// pressure; once the pressure falls they go through.
+func TestCPUPressureHoldsCreatesForksAndWakes(t *testing.T) {
+	f, cat := fakeSetup(t)
+	limits := desktop.DefaultLimits()
+	limits.MaxCPUPressure, limits.CPUQueueWait = 0.8, 30*time.Millisecond
+	gauge := &stepGauge{p: 0.1}
+	store := desktoptest.NewMemStore()
+	cpu := desktop.NewCPUAdmission(gauge, limits)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: limits, CPU: cpu})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asleep, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Hibernate(ctx, asleep.ID); err != nil {
+		t.Fatal(err)
+	}
+	gauge.set(0.97)
+	_, errCreate := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	_, errFork := m.Lineage().Fork(ctx, d.ID, 1)
+	_, errWake := m.Wake(ctx, asleep.ID)
+	for name, err := range map[string]error{"create": errCreate, "fork": errFork, "wake": errWake} {
+		var be *desktop.BusyError
+		if !errors.As(err, &be) || be.Action != name || be.Pressure != 0.97 || !strings.Contains(err.Error(), "97%") {
+			t.Errorf("%s over the bound: %v, want a BusyError saying 97%%", name, err)
+		}
+	}
+	if records, _ := store.LoadDesktops(); len(records) != 2 || f.Live() != 1 {
+		t.Fatalf("after the refusals: %d records, %d machines, want 2 and 1", len(records), f.Live())
+	}
+	if s := cpu.Status(); s.Refused != 3 || s.Bound != 0.8 || s.Pressure != 0.97 {
+		t.Errorf("status %+v", s)
+	}
+	gauge.set(0.3)
+	if _, err := m.Wake(ctx, asleep.ID); err != nil {
+		t.Fatalf("wake with the pressure down: %v", err)
+	}
+	if _, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"}); err != nil {
+		t.Fatalf("create with the pressure down: %v", err)
 	}
 }

@@ -107,6 +107,9 @@ func (l *Lineage) Fork(ctx context.Context, id string, n int) ([]Desktop, error)
 	if err := m.capacity.checkSpace("fork"); err != nil {
 		return nil, err
 	}
+	if err := m.cpu.admit(ctx, "fork"); err != nil {
+		return nil, err
+	}
 	release, err := m.capacity.reserve(n, src.Resources.MemoryMiB)
 	if err != nil {
 		return nil, err

@@ -126,9 +126,11 @@ func (m *Manager) kickTTL() {
 	}
 }
 
-// Run deletes desktops whose TTL has passed, until ctx ends. It waits on a
-// timer set to the next expiry, and is woken when desktops change.
+// Run deletes desktops whose TTL has passed, and runs the CPU admission's
+// gauge, until ctx ends. It waits on a timer set to the next expiry, and
+// is woken when desktops change.
 func (m *Manager) Run(ctx context.Context) {
+	go m.cpu.Run(ctx)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

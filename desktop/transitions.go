@@ -96,6 +96,11 @@ func (m *Manager) Wake(ctx context.Context, id string) (Desktop, error) {
 	// A woken desktop holds memory again: it reserves like a create, and
 	// holds the reservation until its record says running (and counts).
 	if e, err := m.lookup(id); err == nil {
+		if !e.snapshot().State.Holds() {
+			if err := m.cpu.admit(ctx, "wake"); err != nil {
+				return e.snapshot(), err
+			}
+		}
 		release, err := m.capacity.reserveComeback(e.snapshot(), "wake")
 		if err != nil {
 			return e.snapshot(), err

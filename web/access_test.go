@@ -74,6 +74,7 @@ var routeAccess = map[string]access{
 	"POST /v1/desktops/:id/browser/anthropic":   needControl,
 	"POST /v1/desktops/:id/computer/gemini":     needControl,
 	"POST /v1/desktops/:id/computer/openai":     needControl,
+	"GET /v1/host":                              needDaemon,
 	"GET /v1/desktops/:id/control":              needControl,
 	"POST /v1/desktops/:id/exec":                needShell,
 	"GET /v1/desktops/:id/files":                needShell,

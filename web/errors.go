@@ -3,6 +3,8 @@ package web
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -34,6 +36,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, "volume_damaged"
 	case errors.Is(err, desktop.ErrCapacity):
 		return http.StatusTooManyRequests, "over_capacity"
+	case errors.Is(err, desktop.ErrBusy):
+		return http.StatusServiceUnavailable, "cpu_busy"
 	case errors.Is(err, desktop.ErrNoSpace):
 		return http.StatusInsufficientStorage, "insufficient_storage"
 	case errors.Is(err, desktop.ErrMismatch):
@@ -57,6 +61,11 @@ func fail(c *gin.Context, err error) {
 	var fe interface{ FieldName() string }
 	if errors.As(err, &fe) {
 		body.Field = fe.FieldName()
+	}
+	var be *desktop.BusyError
+	if errors.As(err, &be) {
+		c.Header("Retry-After", strconv.Itoa(int(max(be.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+		body.CPUPressure = be.Pressure
 	}
 	c.AbortWithStatusJSON(status, api.Error{Error: body})
 }

@@ -1,10 +1,17 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
@@ -24,5 +31,22 @@ func TestStatusOfDomainErrors(t *testing.T) {
 	}
 	if _, code := statusOf(fmt.Errorf("x: %w", desktop.ErrNoSpace)); code != "insufficient_storage" {
 		t.Errorf("ErrNoSpace code %q", code)
+	}
+}
+
+// A create the host's CPUs had no room for answers 503 cpu_busy with
+// Retry-After and the measured pressure.
+func TestBusyAnswers503WithRetryAfter(t *testing.T) {
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	err := fmt.Errorf("create: %w", &desktop.BusyError{Action: "create", Pressure: 0.93, Bound: 0.9, Waited: time.Minute, Queued: 3, RetryAfter: 5 * time.Second})
+	fail(c, err)
+	var body api.Error
+	if jerr := json.Unmarshal(w.Body.Bytes(), &body); jerr != nil {
+		t.Fatal(jerr)
+	}
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "5" || body.Error.Code != "cpu_busy" || body.Error.CPUPressure != 0.93 ||
+		!strings.Contains(body.Error.Message, "CPU pressure is 93%, above the bound of 90%") {
+		t.Errorf("%d %v %+v", w.Code, w.Header(), body)
 	}
 }

@@ -83,17 +83,28 @@ func (mt *Metrics) Handler() http.Handler {
 var (
 	desktopsDesc = prometheus.NewDesc("warmdesk_desktops", "Desktops by state.", []string{"state"}, nil)
 	poolDesc     = prometheus.NewDesc("warmdesk_pool_ready", "Pre-spawned machines ready, by snapshot.", []string{"snapshot"}, nil)
+	cpuDesc      = prometheus.NewDesc("warmdesk_cpu_pressure", "Share of the recent window in which runnable work waited for a CPU (0 to 1).", nil, nil)
+	cpuBoundDesc = prometheus.NewDesc("warmdesk_cpu_pressure_bound", "CPU pressure at or above which creates, forks and wakes queue (0: no admission by CPU).", nil, nil)
+	cpuQueueDesc = prometheus.NewDesc("warmdesk_cpu_queue", "Creates, forks and wakes waiting for CPU now.", nil, nil)
+	cpuWaitDesc  = prometheus.NewDesc("warmdesk_cpu_admitted_after_waiting_total", "Creates, forks and wakes admitted after waiting for CPU.", nil, nil)
+	cpuBusyDesc  = prometheus.NewDesc("warmdesk_cpu_refused_total", "Creates, forks and wakes refused 503 for CPU.", nil, nil)
 )
 
 // stateCollector reads desktop counts from the Manager it watches (none
 // until Watch, when metrics are made before the Manager).
 type stateCollector struct {
 	mgr atomic.Pointer[desktop.Manager]
+	cpu atomic.Pointer[desktop.CPUAdmission]
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- desktopsDesc
 	ch <- poolDesc
+	ch <- cpuDesc
+	ch <- cpuBoundDesc
+	ch <- cpuQueueDesc
+	ch <- cpuWaitDesc
+	ch <- cpuBusyDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -111,6 +122,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(desktopsDesc, prometheus.GaugeValue, float64(n), string(s))
 	}
+	cpu := c.cpu.Load().Status()
+	ch <- prometheus.MustNewConstMetric(cpuDesc, prometheus.GaugeValue, cpu.Pressure)
+	ch <- prometheus.MustNewConstMetric(cpuBoundDesc, prometheus.GaugeValue, cpu.Bound)
+	ch <- prometheus.MustNewConstMetric(cpuQueueDesc, prometheus.GaugeValue, float64(cpu.Queued))
+	ch <- prometheus.MustNewConstMetric(cpuWaitDesc, prometheus.CounterValue, float64(cpu.Admitted))
+	ch <- prometheus.MustNewConstMetric(cpuBusyDesc, prometheus.CounterValue, float64(cpu.Refused))
 	snaps, _, _ := m.Lineage().Catalog().List()
 	for _, s := range snaps {
 		if s.Manifest.Ephemeral {

@@ -73,6 +73,10 @@ type Config struct {
 	// MaxViewersPerDesktop and MaxViewersPerToken cap the VNC WebSockets
 	// open at once; 0 takes the package's defaults.
 	MaxViewersPerDesktop, MaxViewersPerToken int
+	// CPU is the Manager's CPU admission and Limits its caps, for GET
+	// /v1/host and the metrics; zero: none shown.
+	CPU    *desktop.CPUAdmission
+	Limits desktop.Limits
 }
 
 // Server serves the API and pages.
@@ -97,6 +101,7 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Manager)
 	}
+	cfg.Metrics.states.cpu.Store(cfg.CPU)
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens(), viewers: newViewerCount(cfg.MaxViewersPerDesktop, cfg.MaxViewersPerToken)}
 	s.token.Store(&cfg.Token)
@@ -138,6 +143,7 @@ func New(cfg Config) *Server {
 	s.devtoolsRoutes(v1)
 	s.recordingRoutes(v1)
 	v1.POST("/token/rotate", need(needDaemon), s.rotateToken)
+	v1.GET("/host", need(needDaemon), s.getHost)
 	v1.GET("/fleet", need(needDaemon), s.getFleet)
 	v1.GET("/fleet/snapshots/:name/:file", need(needDaemon), s.snapshotFile)
 	v1.POST("/fleet/hosts/:name/drain", need(needDaemon), s.drainHost(true))
@@ -251,6 +257,21 @@ func (s *Server) logRequests(c *gin.Context) {
 }
 
 // getFleet lists the fleet's hosts; a single host has none to list.
+// getHost answers what the host admits now (api.Host).
+func (s *Server) getHost(c *gin.Context) {
+	h := api.Host{MaxDesktops: s.cfg.Limits.MaxDesktops, MaxMemoryMiB: s.cfg.Limits.MaxMemoryMiB}
+	for _, d := range s.cfg.Manager.List() {
+		if d.State.Holds() {
+			h.Desktops++
+			h.MemoryMiB += d.Resources.MemoryMiB
+		}
+	}
+	cpu := s.cfg.CPU.Status()
+	h.CPU = api.HostCPU{Pressure: cpu.Pressure, Source: cpu.Source, WindowS: cpu.Window.Seconds(), Bound: cpu.Bound,
+		Queued: cpu.Queued, Admitted: cpu.Admitted, Refused: cpu.Refused}
+	c.JSON(http.StatusOK, h)
+}
+
 func (s *Server) getFleet(c *gin.Context) {
 	if s.cfg.Fleet == nil {
 		abort(c, http.StatusConflict, "not_a_fleet", "this hostd is a single host: start it with --cluster-name to make it one host of a fleet (docs/FLEET.md)", "")

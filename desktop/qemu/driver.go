@@ -67,6 +67,10 @@ type Options struct {
 	// warm pool shows its first frame, or ctx ends; the pool's refill waits
 	// for it (see refillAfter). nil: refill at once.
 	RefillGate func(ctx context.Context, desktopID string)
+	// RefillWait, when set, holds each pool refill until the host's CPUs
+	// have room (desktop.CPUAdmission.WaitIdle): a refill yields to the
+	// desktops in use and to every create.
+	RefillWait func(ctx context.Context) error
 	// Warmup, when set, readies a pool machine once restored (drive's
 	// WarmPooled); its failure only goes to the log.
 	Warmup func(ctx context.Context, m desktop.Machine, s desktop.Snapshot) error

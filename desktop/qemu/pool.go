@@ -175,6 +175,9 @@ func (p *pool) run() {
 			if !ok {
 				break
 			}
+			if wait := p.d.opts.RefillWait; wait != nil && wait(p.ctx) != nil {
+				break
+			}
 			m, err := p.d.spawnClone(p.ctx, desktop.NewID("pool-"), s, nil)
 			if err != nil {
 				p.d.log.Warn("warm pool: spawn failed", "snapshot", s.Name, "err", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/internal/cpupressure"
 	"github.com/warmdesk/warmdesk/internal/tokenfile"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/recording"
@@ -82,7 +83,8 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a.Mirrors = drive.NewMirrors(context.WithoutCancel(ctx), log)
-	if a.Driver, err = NewDriver(ctx, cfg, a.Mirrors, log); err != nil {
+	cpu := desktop.NewCPUAdmission(cpupressure.Host(), cfg.Limits)
+	if a.Driver, err = NewDriver(ctx, cfg, a.Mirrors, cpu, log); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		Driver: a.Driver, Store: a.Store, Catalog: a.Catalog, Logger: log, Limits: cfg.Limits,
 		Observer:  desktop.Observers{a.Mirrors, a.Networks},
 		FreeSpace: desktop.FreeSpaceOf(cfg.StateDir),
-		Volumes:   a.Volumes,
+		Volumes:   a.Volumes, CPU: cpu,
 	})
 	metrics.Watch(a.Manager)
 	if a.node != nil {
@@ -128,7 +130,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 	}
 	screenshot.LimitEncodes(cfg.ScreenshotEncodes)
 	wc := web.Config{Manager: a.Manager, Drive: a.Drive, Token: a.Token, Logger: log, Metrics: metrics, Recordings: a.Recordings,
-		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken,
+		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken, CPU: cpu, Limits: cfg.Limits,
 		RotateToken: func() (string, error) { return tokenfile.Rotate(cfg.TokenFile()) },
 		Images:      web.ImagesIn(cfg.CacheDir),
 		E2B: func(daemonToken func() string) http.Handler {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/warmdesk/warmdesk/desktop"
-	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/libvirt"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
@@ -16,17 +15,17 @@ import (
 // Closer is implemented by drivers that hold background work.
 type Closer interface{ Close() }
 
-// NewDriver builds the configured driver. mirrors, when given, gates the
-// QEMU driver's pool refills on each new desktop's first frame.
-func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log *slog.Logger) (desktop.Driver, error) {
+// NewDriver builds the configured driver. mirrors and cpu (either nil) hold
+// pool refills for a desktop's first frame and while the CPUs are busy.
+func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, cpu *desktop.CPUAdmission, log *slog.Logger) (desktop.Driver, error) {
 	switch c.Driver {
 	case "qemu", "":
 		opts := qemu.Options{
 			RunDir: c.RunDir, DataDir: c.Desktops(), SnapshotsDir: c.Snapshots(), Accel: c.Accel, NoSandbox: c.NoSandbox,
-			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), Warmup: mirrors.Warmup(drive.WarmPooled), Logger: log,
+			NoCgroups: c.NoCgroups, RefillGate: mirrors.RefillGate(), RefillWait: cpu.WaitIdle, Warmup: mirrors.Warmup(drive.WarmPooled), Logger: log,
 		}
 		var err error
-		if opts.UIDs, opts.Unconfined, err = qemuUIDs(c.QEMUUIDs); err != nil {
+		if opts.UIDs, opts.Unconfined, err = c.QEMUUIDRange(); err != nil {
 			return nil, err
 		}
 		// A failed New returns a nil pointer, which must not reach the
@@ -41,7 +40,7 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 			URI: c.LibvirtURI, RunDir: c.RunDir, DataDir: c.Desktops(), Accel: c.Accel, NoCgroups: c.NoCgroups, Logger: log,
 		}
 		var err error
-		if opts.UIDs, opts.Unconfined, err = qemuUIDs(c.QEMUUIDs); err != nil {
+		if opts.UIDs, opts.Unconfined, err = c.QEMUUIDRange(); err != nil {
 			return nil, err
 		}
 		d, err := libvirt.New(ctx, opts)
@@ -52,20 +51,4 @@ func NewDriver(ctx context.Context, c config.Serve, mirrors *drive.Mirrors, log 
 	default:
 		return nil, fmt.Errorf("--driver %q: use qemu or libvirt", c.Driver)
 	}
-}
-
-// qemuUIDs reads --qemu-uids: a range, off (unconfined), or empty (the
-// driver's default range).
-func qemuUIDs(v string) (confine.IDRange, bool, error) {
-	switch v {
-	case "":
-		return confine.IDRange{}, false, nil
-	case "off":
-		return confine.IDRange{}, true, nil
-	}
-	r, err := confine.ParseIDRange(v)
-	if err != nil {
-		return confine.IDRange{}, false, fmt.Errorf("--qemu-uids: %w", err)
-	}
-	return r, false, nil
 }

@@ -445,7 +445,7 @@ func (e *env) libvirtEnv(ctx context.Context) (desktop.Driver, *desktop.Manager,
 		}
 	}
 	screens := drive.NewMirrors(context.WithoutCancel(ctx), e.log)
-	drv, err := app.NewDriver(ctx, cfg, screens, e.log)
+	drv, err := app.NewDriver(ctx, cfg, screens, nil, e.log)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

@@ -69,7 +69,7 @@ func snapshotBake(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	drv, err := app.NewDriver(ctx, cfg, nil, e.log)
+	drv, err := app.NewDriver(ctx, cfg, nil, nil, e.log)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/warmdesk/warmdesk/api"
 )
 
 // Each command's one-line summary names the subcommands it has: the
@@ -31,5 +33,18 @@ func TestSummariesNameEverySubcommand(t *testing.T) {
 		if m[1] != name || !slices.Equal(got, want) {
 			t.Errorf("hostd %s's summary lists %s %v, its subcommands are %v", name, m[1], got, want)
 		}
+	}
+}
+
+func TestHostStatusText(t *testing.T) {
+	got := hostStatus(api.Host{Desktops: 3, MaxDesktops: 32, MemoryMiB: 3072, MaxMemoryMiB: 32768,
+		CPU: api.HostCPU{Pressure: 0.42, Source: "psi", WindowS: 10, Bound: 0.9, Queued: 1, Refused: 2}})
+	for _, want := range []string{"desktops   3 of 32", "memory     3072 of 32768 MiB", "cpu        42% pressure over the last 10 s (psi)", "queue at 90% or more; 1 waiting, 0 admitted after waiting, 2 refused"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+	if got := hostStatus(api.Host{}); !strings.Contains(got, "no admission by CPU") {
+		t.Errorf("without a bound:\n%s", got)
 	}
 }

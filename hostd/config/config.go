@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/fleet"
 )
 
@@ -179,6 +180,9 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Limits.MaxDesktops, "max-desktops", s.Limits.MaxDesktops, "host cap on desktops holding resources")
 	fs.IntVar(&s.Limits.MaxMemoryMiB, "max-memory-mib", s.Limits.MaxMemoryMiB, "host cap on the sum of desktops' guest memory, MiB")
 	fs.IntVar(&s.Limits.MinFreeMiB, "min-free-mib", s.Limits.MinFreeMiB, "free space on the state directory's disk below which creates, forks, wakes and snapshots are refused (507), MiB; 0: no check")
+	fs.Float64Var(&s.Limits.MaxCPUPressure, "max-cpu-pressure", s.Limits.MaxCPUPressure, "host CPU pressure (the share of the last 10 s in which work waited for a CPU, 0 to 1) at or above which creates, forks and wakes queue, then answer 503 with Retry-After; 0: no admission by CPU")
+	fs.IntVar(&s.Limits.MaxCPUQueue, "max-cpu-queue", s.Limits.MaxCPUQueue, "creates, forks and wakes that may wait for CPU at once; one more answers 503 at once")
+	fs.DurationVar(&s.Limits.CPUQueueWait, "cpu-queue-wait", s.Limits.CPUQueueWait, "how long a create, fork or wake waits for the CPU pressure to fall below --max-cpu-pressure before answering 503")
 	fs.IntVar(&s.Limits.PoolSize, "pool", s.Limits.PoolSize, "machines restored and warmed up ahead per snapshot (warm pool)")
 	fs.IntVar(&s.Limits.MaxFork, "max-fork", s.Limits.MaxFork, "most copies one fork may make")
 	fs.IntVar(&s.Limits.MaxDiskMiB, "max-disk-mib", s.Limits.MaxDiskMiB, "largest disk_mib a desktop may ask for, and largest volume, MiB")
@@ -230,6 +234,9 @@ func (s Serve) Check() error {
 	}{
 		{"max-viewers-per-desktop", s.MaxViewersPerDesktop < 1, "at least 1"},
 		{"max-viewers-per-token", s.MaxViewersPerToken < 1 || s.MaxViewersPerToken > s.MaxViewersPerDesktop, "from 1 up to --max-viewers-per-desktop"},
+		{"max-cpu-pressure", s.Limits.MaxCPUPressure < 0 || s.Limits.MaxCPUPressure >= 1, "0 (off) or a share below 1, such as 0.9"},
+		{"max-cpu-queue", s.Limits.MaxCPUQueue < 1, "at least 1"},
+		{"cpu-queue-wait", s.Limits.CPUQueueWait <= 0, "a positive duration, such as 1m"},
 		{"screenshot-encodes", s.ScreenshotEncodes < 0, "0 (the default: max(2, CPUs)) or more"},
 		{"http-header-timeout", s.HeaderTimeout <= 0, "a positive duration, such as 10s"},
 		{"http-idle-timeout", s.IdleTimeout <= 0, "a positive duration, such as 2m"},
@@ -283,4 +290,20 @@ func (e *sizeError) Error() string {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// QEMUUIDRange reads --qemu-uids: a range, off (unconfined), or empty (the
+// driver's default range).
+func (s Serve) QEMUUIDRange() (confine.IDRange, bool, error) {
+	switch s.QEMUUIDs {
+	case "":
+		return confine.IDRange{}, false, nil
+	case "off":
+		return confine.IDRange{}, true, nil
+	}
+	r, err := confine.ParseIDRange(s.QEMUUIDs)
+	if err != nil {
+		return confine.IDRange{}, false, fmt.Errorf("--qemu-uids: %w", err)
+	}
+	return r, false, nil
 }

@@ -30,3 +30,19 @@ func TestServeCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestQEMUUIDRange(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		unconfined bool
+		bad        bool
+	}{{in: ""}, {in: "off", unconfined: true}, {in: "200000-200999"}, {in: "nope", bad: true}} {
+		r, unconfined, err := Serve{QEMUUIDs: c.in}.QEMUUIDRange()
+		if (err != nil) != c.bad || unconfined != c.unconfined {
+			t.Errorf("%q: %v, %v, %v", c.in, r, unconfined, err)
+		}
+		if c.bad && (err == nil || !strings.Contains(err.Error(), "--qemu-uids")) {
+			t.Errorf("%q: error %v does not name the flag", c.in, err)
+		}
+	}
+}

@@ -70,8 +70,26 @@ function run() {
     onDown: (e, ms) => status(`reconnecting in ${Math.round(ms / 1000)}s`),
     onAuth: authLost,
   });
-  // Ages tick on their own.
-  ticker = setInterval(() => { for (const { card, desktop } of cards.values()) card.querySelector('.age').textContent = age(desktop.created_at); }, 5000);
+  // Ages tick on their own; the host's line is read again with them.
+  showHost();
+  ticker = setInterval(() => {
+    for (const { card, desktop } of cards.values()) card.querySelector('.age').textContent = age(desktop.created_at);
+    showHost();
+  }, 5000);
+}
+
+// showHost shows what the host admits: desktops, CPU pressure and the
+// creates waiting for CPU. A desktop's token may not read it: no line then.
+async function showHost() {
+  const line = document.getElementById('host');
+  try {
+    const h = await api('/v1/host', { token });
+    let text = `${h.desktops}/${h.max_desktops} desktops, CPU pressure ${Math.round(100 * h.cpu.pressure)}%`;
+    if (h.cpu.bound > 0 && (h.cpu.pressure >= h.cpu.bound || h.cpu.queued > 0)) text += ` (over ${Math.round(100 * h.cpu.bound)}%: ${h.cpu.queued} creates waiting)`;
+    line.textContent = text;
+  } catch (e) {
+    line.textContent = '';
+  }
 }
 
 function status(s) { document.getElementById('events-status').textContent = s; }
