@@ -154,7 +154,7 @@ func statusOf(err error) int {
 		return http.StatusTooManyRequests
 	case errors.Is(err, desktop.ErrNoSpace):
 		return http.StatusInsufficientStorage
-	case errors.Is(err, desktop.ErrUnavailable):
+	case errors.Is(err, desktop.ErrUnavailable), errors.Is(err, desktop.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, drive.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
