@@ -13,6 +13,7 @@
 package desktop
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,8 @@ type Manager struct {
 	// capacity holds the caps and admits what would take resources.
 	capacity capacity
 	cpu      *CPUAdmission
+	// drivenFor is Config.DrivenFor.
+	drivenFor time.Duration
 
 	// base is the context machines are started and stopped under.
 	base context.Context
@@ -118,6 +121,8 @@ type entry struct {
 	// sweeper, which writes a moved one at most a minute behind.
 	inUse       int
 	savedExpiry time.Time
+	// prio is the machine's CPU share by use (priority.go).
+	prio usePriority
 }
 
 // guestState is where a desktop's guest set-up stands, guarded by the
@@ -149,6 +154,9 @@ type Config struct {
 	// FreeSpace reports the bytes free on the disk of the state directory
 	// (records, snapshots, desktops' disks); nil: not checked.
 	FreeSpace func() (uint64, error)
+	// DrivenFor is how long a desktop keeps the driven CPU share after its
+	// last request (0: the package's DrivenFor).
+	DrivenFor time.Duration
 	// CPU admits creates, forks and wakes by the host's CPU pressure
 	// (NewCPUAdmission); nil: no admission by CPU.
 	CPU *CPUAdmission
@@ -173,6 +181,7 @@ func NewManager(ctx context.Context, c Config) *Manager {
 	}
 	m.capacity = capacity{limits: c.Limits, freeSpace: c.FreeSpace, holding: m.holding}
 	m.cpu = c.CPU
+	m.drivenFor = cmp.Or(c.DrivenFor, DrivenFor)
 	m.events = &Events{get: m.Get, now: m.now}
 	m.vols = &Volumes{m: m, reg: c.Volumes, claims: map[string][]volume.Holder{}}
 	w, _ := c.Driver.(Warmer)
@@ -315,6 +324,7 @@ func (m *Manager) used(e *entry, delta int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inUse += delta
+	m.prioritize(e)
 	e.d.LastUsedAt = now
 	if e.d.TTL > 0 && e.d.ExpiresAt != nil {
 		if end := now.Add(e.d.TTL); end.After(*e.d.ExpiresAt) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -711,5 +712,40 @@ func TestCPUPressureHoldsCreatesForksAndWakes(t *testing.T) {
 	}
 	if _, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"}); err != nil {
 		t.Fatalf("create with the pressure down: %v", err)
+	}
+}
+
+// A desktop in use gets the driven CPU share at its first request, keeps
+// it across back-to-back requests, and returns to its default share
+// DrivenFor after the last one ends.
+func TestCPUShareFollowsUse(t *testing.T) {
+	f, cat := fakeSetup(t)
+	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat,
+		Limits: desktop.DefaultLimits(), DrivenFor: 50 * time.Millisecond})
+	ctx := context.Background()
+	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach, _, err := m.Machine(ctx, d.ID, desktop.WaitNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := mach.(*desktoptest.FakeMachine)
+	first := m.Use(d.ID)
+	second := m.Use(d.ID)
+	first()
+	second()
+	again := m.Use(d.ID) // within DrivenFor: still driven, nothing written
+	again()
+	if got := fm.Driven(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("while used: %v, want one change to driven", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(fm.Driven(), []bool{true, false}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the last use: %v, want back to the default share", fm.Driven())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -267,6 +268,8 @@ type FakeMachine struct {
 	clock time.Time
 	// busySince, when set, makes the guest's CPUs busy from then on.
 	busySince time.Time
+	// driven are the CPU shares the Manager set, in order (SetDriven).
+	driven []bool
 }
 
 var _ desktop.Machine = (*FakeMachine)(nil)
@@ -599,6 +602,22 @@ func (m *FakeMachine) SetBusy(busy bool) {
 	if busy {
 		m.busySince = time.Now()
 	}
+}
+
+// SetDriven records the CPU share the Manager gives the machine
+// (desktop.Prioritizer); Driven reports each change in order.
+func (m *FakeMachine) SetDriven(driven bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.driven = append(m.driven, driven)
+	return nil
+}
+
+// Driven reports the SetDriven calls so far.
+func (m *FakeMachine) Driven() []bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.driven)
 }
 
 type fakeAgent struct{ m *FakeMachine }

@@ -140,6 +140,22 @@ func (m *Machine) DialNIC(ctx context.Context) (net.Conn, error) {
 	return dialUnix(ctx, m.rec.Path(qemuvm.NICSocket))
 }
 
+// drivenCPUFactor is how many times its default CPU share a desktop gets
+// while it is driven (desktop.Prioritizer).
+const drivenCPUFactor = 4
+
+// SetDriven gives the machine drivenCPUFactor times its default share of
+// contended CPU time while driven, its default share otherwise.
+func (m *Machine) SetDriven(driven bool) error {
+	m.mu.Lock()
+	w := qemuvm.CPUWeight(m.rec.Shape.CPUs)
+	m.mu.Unlock()
+	if driven {
+		w *= drivenCPUFactor
+	}
+	return m.jail.setCPUWeight(w)
+}
+
 // Pause stops the guest's CPUs; its RAM stays.
 func (m *Machine) Pause(ctx context.Context) error {
 	if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
