@@ -105,6 +105,7 @@ func TestQEMURunsConfined(t *testing.T) {
 			}
 		}
 		checkCgroup(t, m.Pid(), rec)
+		checkDrivenShare(t, m, rec)
 		// Its directories stay root's, passable only; QEMU holds the
 		// lease on its id.
 		for _, dir := range []string{filepath.Dir(rec.Disk)} {
@@ -163,6 +164,31 @@ func TestQEMURunsConfined(t *testing.T) {
 		t.Errorf("woken desktop's disk owner %v, %v; want its new id %d", own, err, w.UID)
 	}
 	checkCgroup(t, woken.Pid(), w)
+}
+
+// checkDrivenShare checks that a driven machine gets four times its
+// default CPU share in its cgroup, and the default back after.
+func checkDrivenShare(t *testing.T, m desktop.Machine, rec confined) {
+	t.Helper()
+	p, ok := m.(desktop.Prioritizer)
+	if !ok {
+		t.Fatalf("%T cannot change its CPU share", m)
+	}
+	file, share := filepath.Join(rec.Cgroup[0], "cpu.weight"), func(w int) string { return strconv.Itoa(w) }
+	if len(rec.Cgroup) > 1 {
+		file, share = filepath.Join(rec.Cgroup[1], "cpu.shares"), func(w int) string { return strconv.Itoa(confine.SharesOfWeight(w)) }
+	}
+	for _, c := range []struct {
+		driven bool
+		weight int
+	}{{true, 800}, {false, 200}} {
+		if err := p.SetDriven(c.driven); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(got)) != share(c.weight) {
+			t.Errorf("driven %v: %s is %q (%v), want %s", c.driven, file, got, err, share(c.weight))
+		}
+	}
 }
 
 // checkCgroup checks that pid sits in the machine's own cgroup with its
