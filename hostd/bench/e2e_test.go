@@ -62,6 +62,15 @@ func TestSmokeEverySuite(t *testing.T) {
 			t.Errorf("%s is null without a note saying why", key)
 		}
 	}
+	// Copy-on-write holds on both drivers: an idle clone costs a fraction
+	// of its guest's memory (near all of it means the memory file is not
+	// shared).
+	guest := float64(baked.Snapshot.Manifest.Machine.MemoryMiB)
+	for _, key := range []string{"pss_per_desktop_mb_cow", "pss_per_desktop_mb_libvirt"} {
+		if v := res.Keys[key]; v != nil && *v > guest/4 {
+			t.Errorf("%s = %.0f MB of a %.0f MiB guest: the memory file is not shared copy-on-write", key, *v, guest)
+		}
+	}
 	var out bytes.Buffer
 	if err := WriteJSON(&out, res); err != nil {
 		t.Fatal(err)
