@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
@@ -45,17 +42,7 @@ type fastCommand struct {
 	refusal error
 }
 
-var (
-	scrotLine = regexp.MustCompile(`^scrot --pointer (/tmp/screenshot-[A-Za-z0-9]{1,64}\.png)$`)
-	// typeLine is write(): xdotool type --delay MS -- WORD, the word
-	// quoted by the SDK's quoteString.
-	typeLine = regexp.MustCompile(`(?s)^xdotool type --delay (0|[1-9][0-9]{0,4}) -- (.+)$`)
-	// keyLine is press(): xdotool key CHORD, the SDK's key names joined
-	// by "+".
-	keyLine = regexp.MustCompile(`^xdotool key ([A-Za-z0-9_+]{1,64})$`)
-	// xdotoolButtons maps xdotool's button numbers to ours.
-	xdotoolButtons = map[string]input.Button{"1": input.ButtonLeft, "2": input.ButtonMiddle, "3": input.ButtonRight}
-)
+var scrotLine = regexp.MustCompile(`^scrot --pointer (/tmp/screenshot-[A-Za-z0-9]{1,64}\.png)$`)
 
 // sdkLine is the LINE of `bash -l -c LINE`, the form the SDKs send every
 // command in.
@@ -67,9 +54,8 @@ func sdkLine(cfg processConfig) (string, bool) {
 }
 
 // parseFast recognises the SDK's command lines: `bash -l -c LINE` with
-// LINE exactly one of scrot --pointer FILE; xdotool mousemove [--sync]
-// X Y; xdotool click [--repeat N] B; xdotool mousedown B; xdotool
-// mouseup B; xdotool type --delay MS -- WORD; xdotool key CHORD.
+// LINE exactly scrot --pointer FILE, or one of the xdotool lines
+// input.DecodeXdotool reads.
 func parseFast(cfg processConfig) (fastCommand, bool) {
 	line, ok := sdkLine(cfg)
 	if !ok {
@@ -78,84 +64,8 @@ func parseFast(cfg processConfig) (fastCommand, bool) {
 	if m := scrotLine.FindStringSubmatch(line); m != nil {
 		return fastCommand{shotPath: m[1]}, true
 	}
-	if m := typeLine.FindStringSubmatch(line); m != nil {
-		text, ok := unquoteSDKWord(m[2])
-		// The input path types text as given; one the SDK never sends
-		// (not UTF-8, NUL, over the batch limit) goes to the guest.
-		if !ok || text == "" || !utf8.ValidString(text) || strings.ContainsRune(text, 0) ||
-			utf8.RuneCountInString(text) > input.DefaultLimits().MaxTextRunes {
-			return fastCommand{}, false
-		}
-		// The delay between keys is xdotool's pacing; the input path
-		// paces keys itself.
-		return fastCommand{batch: input.Batch{{Kind: input.KindType, Text: text}}}, true
-	}
-	if m := keyLine.FindStringSubmatch(line); m != nil {
-		if _, err := input.ParseChord(m[1]); err != nil {
-			return fastCommand{}, false
-		}
-		return fastCommand{batch: input.Batch{{Kind: input.KindKey, Chord: m[1]}}}, true
-	}
-	f := strings.Split(line, " ")
-	if len(f) < 3 || f[0] != "xdotool" {
-		return fastCommand{}, false
-	}
-	num := func(s string, max int) (int, bool) {
-		n, err := strconv.Atoi(s)
-		return n, err == nil && n >= 0 && n <= max && strconv.Itoa(n) == s
-	}
-	switch f[1] {
-	case "mousemove":
-		args := f[2:]
-		if len(args) == 3 && args[0] == "--sync" {
-			args = args[1:]
-		}
-		x, okx := num(args[0], 1<<15)
-		if len(args) != 2 || !okx {
-			return fastCommand{}, false
-		}
-		y, oky := num(args[1], 1<<15)
-		if !oky {
-			return fastCommand{}, false
-		}
-		return fastCommand{batch: input.Batch{{Kind: input.KindMove, At: &input.Point{X: x, Y: y}}}}, true
-	case "click":
-		repeat, args := 1, f[2:]
-		if len(args) == 3 && args[0] == "--repeat" {
-			n, ok := num(args[1], 100)
-			if !ok || n < 1 {
-				return fastCommand{}, false
-			}
-			repeat, args = n, args[2:]
-		}
-		if len(args) != 1 {
-			return fastCommand{}, false
-		}
-		switch args[0] {
-		case "4", "5": // the wheel, as xdotool sends it
-			dy := repeat
-			if args[0] == "4" {
-				dy = -repeat
-			}
-			return fastCommand{batch: input.Batch{{Kind: input.KindScroll, DY: dy}}}, true
-		}
-		b, ok := xdotoolButtons[args[0]]
-		if !ok || repeat > 3 {
-			return fastCommand{}, false
-		}
-		return fastCommand{batch: input.Batch{{Kind: input.KindClick, Button: b, Count: repeat}}}, true
-	case "mousedown", "mouseup":
-		b, ok := xdotoolButtons[f[2]]
-		if len(f) != 3 || !ok {
-			return fastCommand{}, false
-		}
-		kind := input.KindMouseDown
-		if f[1] == "mouseup" {
-			kind = input.KindMouseUp
-		}
-		return fastCommand{batch: input.Batch{{Kind: kind, Button: b}}}, true
-	}
-	return fastCommand{}, false
+	batch, ok := input.DecodeXdotool(line)
+	return fastCommand{batch: batch}, ok
 }
 
 // streamLines are the commands @e2b/desktop's stream.start() begins with:
@@ -182,27 +92,6 @@ func streamRefusal(r *http.Request, id string) error {
 		"https://6080-%s.e2b.app/vnc.html (or under E2B_DOMAIN), a host that is not this one. Watch this sandbox in hostd's own viewer, %s://%s/desktops/%s "+
 		"(log in with hostd's token, or send a link from POST /v1/desktops/%s/tokens), or serve with --e2b-domain DOMAIN behind TLS and a wildcard "+
 		"name that routes 6080-ID.DOMAIN to the guest's port 6080 (docs/E2B.md)", id, scheme, r.Host, id, id)
-}
-
-// sdkWord is one word as the SDK's quoteString leaves it bare.
-var sdkWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-// unquoteSDKWord undoes the SDK's quoteString: a bare word of safe
-// characters, or the text in single quotes with each ' written '"'"'.
-// Only what quoteString itself produces is taken: the text quoted again
-// must give back the word.
-func unquoteSDKWord(word string) (string, bool) {
-	if sdkWord.MatchString(word) {
-		return word, true
-	}
-	if len(word) < 2 || word[0] != '\'' || word[len(word)-1] != '\'' {
-		return "", false
-	}
-	text := strings.ReplaceAll(word[1:len(word)-1], `'"'"'`, "'")
-	if sdkWord.MatchString(text) || "'"+strings.ReplaceAll(text, "'", `'"'"'`)+"'" != word {
-		return "", false
-	}
-	return text, true
 }
 
 // fastPIDs are the pids fast commands report: above Linux's largest pid,

@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -238,7 +239,7 @@ func quoteLikeSDK(s string) string {
 	if s == "" {
 		return "''"
 	}
-	if sdkWord.MatchString(s) {
+	if regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`).MatchString(s) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
