@@ -239,17 +239,7 @@ func TestFreeSpaceReserveRefusesWhatWritesFiles(t *testing.T) {
 	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: limits,
 		FreeSpace: func() (uint64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }})
 	ctx := context.Background()
-	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asleep, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Hibernate(ctx, asleep.ID); err != nil {
-		t.Fatal(err)
-	}
+	d, asleep := runningAndAsleep(t, m)
 	mu.Lock()
 	free = 99 << 20
 	mu.Unlock()
@@ -647,26 +637,6 @@ func TestSetExpiryIsTheTTL(t *testing.T) {
 	}
 }
 
-// stepGauge is a CPU gauge at a fixed pressure whose every Next is a
-// sample already taken, so a queued action re-reads the pressure at once.
-type stepGauge struct {
-	mu sync.Mutex
-	p  float64
-}
-
-func (g *stepGauge) set(p float64) { g.mu.Lock(); defer g.mu.Unlock(); g.p = p }
-func (g *stepGauge) Pressure() float64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.p
-}
-func (g *stepGauge) Next() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}
-func (g *stepGauge) Window() time.Duration { return 4 * time.Second }
-
 // Over the CPU bound, creates, forks and wakes wait out the queue's wait
 // and are refused whole (nothing recorded, no machine), saying the
 // pressure; once the pressure falls they go through.
@@ -674,23 +644,13 @@ func TestCPUPressureHoldsCreatesForksAndWakes(t *testing.T) {
 	f, cat := fakeSetup(t)
 	limits := desktop.DefaultLimits()
 	limits.MaxCPUPressure, limits.CPUQueueWait = 0.8, 30*time.Millisecond
-	gauge := &stepGauge{p: 0.1}
+	gauge := desktoptest.NewGauge(0.1)
 	store := desktoptest.NewMemStore()
 	cpu := desktop.NewCPUAdmission(gauge, limits)
 	m := desktop.NewManager(context.Background(), desktop.Config{Driver: f, Store: store, Catalog: cat, Limits: limits, CPU: cpu})
 	ctx := context.Background()
-	d, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asleep, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Hibernate(ctx, asleep.ID); err != nil {
-		t.Fatal(err)
-	}
-	gauge.set(0.97)
+	d, asleep := runningAndAsleep(t, m)
+	gauge.Set(0.97)
 	_, errCreate := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
 	_, errFork := m.Lineage().Fork(ctx, d.ID, 1)
 	_, errWake := m.Wake(ctx, asleep.ID)
@@ -706,7 +666,7 @@ func TestCPUPressureHoldsCreatesForksAndWakes(t *testing.T) {
 	if s := cpu.Status(); s.Refused != 3 || s.Bound != 0.8 || s.Pressure != 0.97 {
 		t.Errorf("status %+v", s)
 	}
-	gauge.set(0.3)
+	gauge.Set(0.3)
 	if _, err := m.Wake(ctx, asleep.ID); err != nil {
 		t.Fatalf("wake with the pressure down: %v", err)
 	}
@@ -748,4 +708,22 @@ func TestCPUShareFollowsUse(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// runningAndAsleep creates two desktops of "golden" and hibernates the
+// second.
+func runningAndAsleep(t *testing.T, m *desktop.Manager) (running, asleep desktop.Desktop) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if running, err = m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"}); err != nil {
+		t.Fatal(err)
+	}
+	if asleep, err = m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Hibernate(ctx, asleep.ID); err != nil {
+		t.Fatal(err)
+	}
+	return running, asleep
 }

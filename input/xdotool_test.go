@@ -8,11 +8,11 @@ import (
 
 func TestDecodeXdotool(t *testing.T) {
 	for line, want := range map[string]Batch{
-		"xdotool mousemove --sync 10 20":          {{Kind: KindMove, At: &Point{X: 10, Y: 20}}},
-		"xdotool click --repeat 2 1":              {{Kind: KindClick, Button: ButtonLeft, Count: 2}},
-		"xdotool click --repeat 3 4":              {{Kind: KindScroll, DY: -3}},
-		"xdotool mouseup 3":                       {{Kind: KindMouseUp, Button: ButtonRight}},
-		"xdotool key ctrl+a":                      {{Kind: KindKey, Chord: "ctrl+a"}},
+		"xdotool mousemove --sync 10 20":         {{Kind: KindMove, At: &Point{X: 10, Y: 20}}},
+		"xdotool click --repeat 2 1":             {{Kind: KindClick, Button: ButtonLeft, Count: 2}},
+		"xdotool click --repeat 3 4":             {{Kind: KindScroll, DY: -3}},
+		"xdotool mouseup 3":                      {{Kind: KindMouseUp, Button: ButtonRight}},
+		"xdotool key ctrl+a":                     {{Kind: KindKey, Chord: "ctrl+a"}},
 		`xdotool type --delay 0 -- 'it'"'"'s ü'`: {{Kind: KindType, Text: "it's ü"}},
 	} {
 		got, ok := DecodeXdotool(line)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +18,6 @@ import (
 	"github.com/warmdesk/warmdesk/web"
 )
 
-// setGauge is a CPU gauge at the pressure the test sets; every Next is a
-// sample already taken.
-type setGauge struct {
-	mu sync.Mutex
-	p  float64
-}
-
-func (g *setGauge) set(p float64) { g.mu.Lock(); defer g.mu.Unlock(); g.p = p }
-func (g *setGauge) Pressure() float64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.p
-}
-func (g *setGauge) Next() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}
-func (g *setGauge) Window() time.Duration { return 10 * time.Second }
-
 // Over the CPU bound a create answers 503 cpu_busy with Retry-After and
 // the pressure, and adds no desktop; GET /v1/host and /metrics show the
 // pressure, the bound and the refusal; once the pressure falls, the next
@@ -46,20 +25,12 @@ func (g *setGauge) Window() time.Duration { return 10 * time.Second }
 func TestCreateOverTheCPUBoundAnswers503(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	drv := desktoptest.NewFake()
-	cat, err := desktop.NewCatalog(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
-		t.Fatal(err)
-	}
 	lim := desktop.DefaultLimits()
 	lim.PoolSize, lim.MinFreeMiB = 0, 0
 	lim.MaxCPUPressure, lim.CPUQueueWait = 0.5, 50*time.Millisecond
-	gauge := &setGauge{p: 0.2}
+	gauge := desktoptest.NewGauge(0.2)
 	cpu := desktop.NewCPUAdmission(gauge, lim)
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim, CPU: cpu})
+	mgr, _ := fakeManager(t, ctx, desktop.Config{Limits: lim, CPU: cpu})
 	defer mgr.Close()
 	svc := drive.New(ctx, drive.Config{Manager: mgr, Screens: &drivetest.Screens{Default: drivetest.NewScreen(64, 48)}})
 	hs := httptest.NewServer(web.New(web.Config{Manager: mgr, Drive: svc, Token: actToken, CPU: cpu, Limits: lim}).Handler())
@@ -69,7 +40,7 @@ func TestCreateOverTheCPUBoundAnswers503(t *testing.T) {
 	if _, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: "snap"}); err != nil {
 		t.Fatalf("create under the bound: %v", err)
 	}
-	gauge.set(0.95)
+	gauge.Set(0.95)
 	req, _ := http.NewRequest("POST", hs.URL+"/v1/desktops", strings.NewReader(`{"snapshot": "snap"}`))
 	req.Header.Set("Authorization", "Bearer "+actToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -105,7 +76,7 @@ func TestCreateOverTheCPUBoundAnswers503(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	gauge.set(0.3)
+	gauge.Set(0.3)
 	if _, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: "snap"}); err != nil {
 		t.Fatalf("create with the pressure down: %v", err)
 	}

@@ -35,17 +35,9 @@ func TestSoakOnTheFakeDriver(t *testing.T) {
 	dur := testenv.SoakDuration(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	drv := desktoptest.NewFake()
-	cat, err := desktop.NewCatalog(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
-		t.Fatal(err)
-	}
 	lim := desktop.DefaultLimits()
 	lim.PoolSize, lim.MaxDesktops, lim.MaxMemoryMiB, lim.MinFreeMiB = 0, 1000, 1<<30, 0
-	mgr := desktop.NewManager(ctx, desktop.Config{Driver: drv, Store: desktoptest.NewMemStore(), Catalog: cat, Limits: lim})
+	mgr, drv := fakeManager(t, ctx, desktop.Config{Limits: lim})
 	defer mgr.Close()
 	drivetest.NewGuest(drv)
 	screens := &drivetest.Screens{Default: drivetest.NewScreen(1280, 800)}
@@ -152,4 +144,20 @@ func watchViewer(ctx context.Context, base, id string) error {
 		return fmt.Errorf("viewer socket: %s, want 502: %w", status, err)
 	}
 	return nil
+}
+
+// fakeManager is a Manager of cfg on the fake driver with one baked
+// snapshot, "snap"; cfg's driver, store and catalog are filled in.
+func fakeManager(t *testing.T, ctx context.Context, cfg desktop.Config) (*desktop.Manager, *desktoptest.Fake) {
+	t.Helper()
+	drv := desktoptest.NewFake()
+	cat, err := desktop.NewCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := desktoptest.BakeFake(ctx, drv, cat, "snap"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Driver, cfg.Store, cfg.Catalog = drv, desktoptest.NewMemStore(), cat
+	return desktop.NewManager(ctx, cfg), drv
 }
