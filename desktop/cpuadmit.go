@@ -45,6 +45,12 @@ func (e *BusyError) Error() string {
 
 func (e *BusyError) Unwrap() error { return ErrBusy }
 
+// RetryAfterSeconds is RetryAfter for a Retry-After header: whole
+// seconds, at least 1.
+func (e *BusyError) RetryAfterSeconds() int {
+	return int(max(e.RetryAfter.Round(time.Second), time.Second) / time.Second)
+}
+
 // CPUStatus is the admission's state, for status pages and metrics.
 type CPUStatus struct {
 	Source   string        // how the gauge reads: psi, loadavg ("" for no gauge)

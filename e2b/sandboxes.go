@@ -195,6 +195,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			apiError(w, status, "template %q: no snapshot %q on this host (hostd snapshot list; hostd serve --e2b-template ID=SNAPSHOT maps ids)", req.TemplateID, snap)
 			return
 		}
+		var busy *desktop.BusyError
+		if errors.As(err, &busy) {
+			w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfterSeconds()))
+		}
 		apiError(w, status, "create sandbox from template %q: %v", req.TemplateID, err)
 		return
 	}

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/desktoptest"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/drive/drivetest"
@@ -343,4 +345,22 @@ func TestTooLargeAndDirectories(t *testing.T) {
 	tok := e2b.AccessToken(daemonToken, h.f.ID)
 	st, _, body = h.do("GET", "/files?path=/etc&username=root", "", "E2b-Sandbox-Id", h.f.ID, "X-Access-Token", tok)
 	wantError(t, st, body, http.StatusBadRequest, "is a directory")
+}
+
+// busyLifecycle refuses every create as the CPU admission does.
+type busyLifecycle struct{ e2b.Lifecycle }
+
+func (busyLifecycle) Create(context.Context, desktop.CreateRequest) (desktop.Desktop, error) {
+	return desktop.Desktop{}, fmt.Errorf("create: %w", &desktop.BusyError{Action: "create", Pressure: 0.96, Bound: 0.9, RetryAfter: 5 * time.Second})
+}
+
+// A create the host's CPUs have no room for answers 503 in E2B's shape,
+// with Retry-After, so the SDK's caller can wait and try again.
+func TestCreateRefusedForCPUAnswers503(t *testing.T) {
+	h := newHarnessWith(t, func(c *e2b.Config) { c.Desktops = busyLifecycle{c.Desktops} })
+	st, header, body := h.do("POST", "/v2/sandboxes", `{"templateID":"base"}`)
+	wantError(t, st, body, http.StatusServiceUnavailable, "CPU pressure is 96%")
+	if header.Get("Retry-After") != "5" {
+		t.Errorf("Retry-After %q, want 5", header.Get("Retry-After"))
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -64,7 +63,7 @@ func fail(c *gin.Context, err error) {
 	}
 	var be *desktop.BusyError
 	if errors.As(err, &be) {
-		c.Header("Retry-After", strconv.Itoa(int(max(be.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+		c.Header("Retry-After", strconv.Itoa(be.RetryAfterSeconds()))
 		body.CPUPressure = be.Pressure
 	}
 	c.AbortWithStatusJSON(status, api.Error{Error: body})
