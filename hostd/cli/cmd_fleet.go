@@ -95,13 +95,7 @@ func fleetDrain(ctx context.Context, e *env, args []string, on bool) error {
 
 // fleetStatus prints the fleet's hosts, as the running hostd sees them.
 func fleetStatus(ctx context.Context, e *env, args []string) error {
-	fs := flags(e, "fleet status")
-	paths := config.DefaultPaths()
-	paths.Register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := daemonClient(paths)
+	c, err := daemonCommand(e, "fleet status", args)
 	if err != nil {
 		return err
 	}

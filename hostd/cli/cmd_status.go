@@ -5,18 +5,13 @@ import (
 	"fmt"
 
 	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/hostd/config"
 )
 
 // cmdStatus prints what the running daemon admits now.
 func cmdStatus(ctx context.Context, e *env, args []string) error {
-	fs := flags(e, "status")
-	paths := config.DefaultPaths()
-	paths.Register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := daemonClient(paths)
+	c, err := daemonCommand(e, "status", args)
 	if err != nil {
 		return err
 	}
@@ -26,6 +21,22 @@ func cmdStatus(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprint(e.stdout, hostStatus(h))
 	return nil
+}
+
+// daemonCommand reads the flags of a command that takes only the daemon's
+// paths and no arguments, and returns a client of the running daemon.
+func daemonCommand(e *env, name string, args []string) (*client.Client, error) {
+	fs := flags(e, name)
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, usagef("%s takes no arguments (got %q)", name, pos)
+	}
+	return daemonClient(paths)
 }
 
 // hostStatus is the status command's text.

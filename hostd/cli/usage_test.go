@@ -48,3 +48,14 @@ func TestHostStatusText(t *testing.T) {
 		t.Errorf("without a bound:\n%s", got)
 	}
 }
+
+// status and fleet status take no arguments: one given is a usage error,
+// named, before any daemon is asked.
+func TestDaemonCommandsRefuseArguments(t *testing.T) {
+	for _, args := range [][]string{{"status", "extra"}, {"fleet", "status", "extra"}} {
+		var out, errOut bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "takes no arguments") {
+			t.Errorf("%q: exit %d, %s", args, code, errOut.String())
+		}
+	}
+}
