@@ -128,17 +128,30 @@ func (c *capacity) reserveComeback(d Desktop, action string) (release func(), er
 	return release, nil
 }
 
-// holding counts the desktops that hold resources (creating, running,
-// paused) and their guest memory, for capacity.
+// holding counts the desktops that hold resources and their guest memory,
+// for capacity.
 func (m *Manager) holding() (count, memMiB int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.desktops {
-		d := e.snapshot()
-		if d.State.Holds() {
-			count++
-			memMiB += d.Resources.MemoryMiB
-		}
+		count, memMiB = addHolding(e.snapshot(), count, memMiB)
+	}
+	return count, memMiB
+}
+
+// Holding counts the desktops of ds that hold resources (creating,
+// running, paused) and their guest memory: what the host caps count.
+func Holding(ds []Desktop) (count, memMiB int) {
+	for _, d := range ds {
+		count, memMiB = addHolding(d, count, memMiB)
+	}
+	return count, memMiB
+}
+
+// addHolding adds d to a count of the desktops holding resources.
+func addHolding(d Desktop, count, memMiB int) (int, int) {
+	if d.State.Holds() {
+		return count + 1, memMiB + d.Resources.MemoryMiB
 	}
 	return count, memMiB
 }

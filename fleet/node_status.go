@@ -108,12 +108,7 @@ func (n *Node) describe() Host {
 		MemoryMiB: lim.MaxMemoryMiB, MaxDesktops: lim.MaxDesktops,
 		Restore: RestoreKey{QEMU: shape.QEMUVersion + "/" + shortSum(shape.QEMUSHA256), Machine: shape.Type, Accel: shape.Accel},
 	}
-	for _, d := range m.List() {
-		if d.State.Holds() {
-			h.Desktops++
-			h.UsedMemoryMiB += d.Resources.MemoryMiB
-		}
-	}
+	h.Desktops, h.UsedMemoryMiB = desktop.Holding(m.List())
 	if snaps, _, err := m.Lineage().Catalog().List(); err == nil {
 		for _, s := range snaps {
 			held := HeldSnapshot{Name: s.Name, MemoryMiB: s.Manifest.Machine.MemoryMiB}

@@ -260,12 +260,7 @@ func (s *Server) logRequests(c *gin.Context) {
 // getHost answers what the host admits now (api.Host).
 func (s *Server) getHost(c *gin.Context) {
 	h := api.Host{MaxDesktops: s.cfg.Limits.MaxDesktops, MaxMemoryMiB: s.cfg.Limits.MaxMemoryMiB}
-	for _, d := range s.cfg.Manager.List() {
-		if d.State.Holds() {
-			h.Desktops++
-			h.MemoryMiB += d.Resources.MemoryMiB
-		}
-	}
+	h.Desktops, h.MemoryMiB = desktop.Holding(s.cfg.Manager.List())
 	cpu := s.cfg.CPU.Status()
 	h.CPU = api.HostCPU{Pressure: cpu.Pressure, Source: cpu.Source, WindowS: cpu.Window.Seconds(), Bound: cpu.Bound,
 		Queued: cpu.Queued, Admitted: cpu.Admitted, Refused: cpu.Refused}
