@@ -19,11 +19,10 @@ type Prioritizer interface {
 // usePriority is where a desktop's CPU share stands, guarded by the
 // entry's mu.
 type usePriority struct {
-	driven bool
-	// mach is the machine set driven: a reset's new machine starts at the
-	// default share.
-	mach Machine
-	idle *time.Timer
+	// driven is the machine set to the driven share, nil when none is: a
+	// reset's new machine starts at the default share.
+	driven Machine
+	idle   *time.Timer
 }
 
 // prioritize gives e's machine the driven share while a request uses it,
@@ -38,15 +37,15 @@ func (m *Manager) prioritize(e *entry) {
 		if e.prio.idle != nil {
 			e.prio.idle.Stop()
 		}
-		if !e.prio.driven || e.prio.mach != e.m {
+		if e.prio.driven != e.m {
 			if err := p.SetDriven(true); err != nil {
 				m.log.Warn("give a driven desktop its CPU share", "desktop", e.d.ID, "err", err)
 			}
-			e.prio.driven, e.prio.mach = true, e.m
+			e.prio.driven = e.m
 		}
 		return
 	}
-	if !e.prio.driven {
+	if e.prio.driven == nil {
 		return
 	}
 	if e.prio.idle == nil {
@@ -61,10 +60,10 @@ func (m *Manager) prioritize(e *entry) {
 func (m *Manager) unprioritize(e *entry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.inUse > 0 || !e.prio.driven || e.prio.mach != e.m {
+	if e.inUse > 0 || e.prio.driven != e.m {
 		return
 	}
-	e.prio.driven = false
+	e.prio.driven = nil
 	if p, ok := e.m.(Prioritizer); ok {
 		if err := p.SetDriven(false); err != nil {
 			m.log.Debug("return an idle desktop to its CPU share", "desktop", e.d.ID, "err", err)
