@@ -133,9 +133,9 @@ func KeyboardBytes(events []desktop.InputEvent) uint64 {
 // (paused, or a machine whose state cannot be read) reads nothing until it
 // runs again, and its keys then go as they did before the gate; a running
 // one is only slow (the same starved guest went over a second without
-// reading a byte), and is waited for until Stall has passed with nothing read, when the frame
-// is refused with an error that says so rather than lost. Poll is how
-// often the count is read. The zero KeyGate is ready.
+// reading a byte), and is waited for until Stall has passed with nothing
+// read, when the frame is refused with an error that says so rather than
+// lost. Poll is how often the count is read. The zero KeyGate is ready.
 type KeyGate struct {
 	MaxWait time.Duration
 	Stall   time.Duration
