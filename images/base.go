@@ -508,7 +508,7 @@ func unpackTree(ctx context.Context, r io.Reader, root string) error {
 }
 
 func runTar(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
-	cmd := exec.CommandContext(ctx, "tar", args...)
+	cmd := command(ctx, "tar", args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.Stdin, cmd.Stdout = stdin, stdout
 	var stderr strings.Builder

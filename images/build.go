@@ -391,7 +391,7 @@ func lastLines(s string, n int) string {
 // stream runs a command and passes its output lines on as progress; the
 // last lines go into the error when it fails.
 func (b *builder) stream(ctx context.Context, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := command(ctx, name, args...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -763,4 +763,22 @@ func short(hash string) string {
 		return hash[:12]
 	}
 	return hash
+}
+
+// idleCommand runs name in the idle scheduling class (SCHED_IDLE, which
+// everything it starts inherits) through chrt when chrt is found: a build
+// on a serving host then takes only CPU time no desktop wants. Without
+// chrt (path "") the command runs as it is.
+func idleCommand(chrt, name string, args []string) (string, []string) {
+	if chrt == "" {
+		return name, args
+	}
+	return chrt, append([]string{"--idle", "0", name}, args...)
+}
+
+// command is exec.CommandContext in the idle scheduling class.
+func command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	chrt, _ := exec.LookPath("chrt")
+	name, args = idleCommand(chrt, name, args)
+	return exec.CommandContext(ctx, name, args...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -165,5 +166,30 @@ func TestStaleBuildsPackagesAreKept(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); err == nil {
 		t.Error("the stale build's directory is still there")
+	}
+}
+
+func TestIdleCommand(t *testing.T) {
+	name, args := idleCommand("/usr/bin/chrt", "debootstrap", []string{"--variant=minbase", "bookworm"})
+	if name != "/usr/bin/chrt" || strings.Join(args, " ") != "--idle 0 debootstrap --variant=minbase bookworm" {
+		t.Errorf("with chrt: %s %q", name, args)
+	}
+	if name, args := idleCommand("", "tar", []string{"-x"}); name != "tar" || len(args) != 1 {
+		t.Errorf("without chrt: %s %q", name, args)
+	}
+}
+
+// A build's commands, and what they start, run in the idle scheduling
+// class.
+func TestBuildCommandsRunIdle(t *testing.T) {
+	if _, err := exec.LookPath("chrt"); err != nil {
+		t.Skip("no chrt (util-linux)")
+	}
+	out, err := command(context.Background(), "sh", "-c", "sh -c 'chrt -p $$'").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "SCHED_IDLE") {
+		t.Errorf("a build command's child runs %q, want SCHED_IDLE", out)
 	}
 }

@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -174,10 +175,6 @@ func checkDrivenShare(t *testing.T, m desktop.Machine, rec confined) {
 	if !ok {
 		t.Fatalf("%T cannot change its CPU share", m)
 	}
-	file, share := filepath.Join(rec.Cgroup[0], "cpu.weight"), func(w int) string { return strconv.Itoa(w) }
-	if len(rec.Cgroup) > 1 {
-		file, share = filepath.Join(rec.Cgroup[1], "cpu.shares"), func(w int) string { return strconv.Itoa(confine.SharesOfWeight(w)) }
-	}
 	for _, c := range []struct {
 		driven bool
 		weight int
@@ -185,10 +182,40 @@ func checkDrivenShare(t *testing.T, m desktop.Machine, rec confined) {
 		if err := p.SetDriven(c.driven); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(got)) != share(c.weight) {
-			t.Errorf("driven %v: %s is %q (%v), want %s", c.driven, file, got, err, share(c.weight))
-		}
+		checkShare(t, rec, c.weight, fmt.Sprintf("driven %v", c.driven))
 	}
+}
+
+// checkShare checks a machine's CPU share in its cgroup: weight in v2,
+// the shares of that weight in v1.
+func checkShare(t *testing.T, rec confined, weight int, when string) {
+	t.Helper()
+	file, want := filepath.Join(rec.Cgroup[0], "cpu.weight"), strconv.Itoa(weight)
+	if len(rec.Cgroup) > 1 {
+		file, want = filepath.Join(rec.Cgroup[1], "cpu.shares"), strconv.Itoa(confine.SharesOfWeight(weight))
+	}
+	if got, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(got)) != want {
+		t.Errorf("%s: %s is %q (%v), want %s", when, file, got, err, want)
+	}
+}
+
+// A machine booted for a bake runs at the least CPU share, so a bake on a
+// serving host yields the CPUs to its desktops.
+func TestBakeMachineRunsAtTheLeastShare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("confinement needs root")
+	}
+	r := newConfinedRig(t)
+	m, err := r.d.Boot(r.ctx, desktop.BootSpec{Name: "share", Image: r.baked.Image.Boot(), CPUs: 2, MemoryMiB: 1024, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(context.WithoutCancel(r.ctx))
+	rec := recordOf(t, m)
+	if len(rec.Cgroup) == 0 {
+		t.Fatal("the baking machine has no cgroup")
+	}
+	checkShare(t, rec, 1, "baking")
 }
 
 // checkCgroup checks that pid sits in the machine's own cgroup with its

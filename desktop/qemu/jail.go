@@ -109,11 +109,11 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	return j, nil
 }
 
-// poolCPUWeight is a pool machine's share while it is restored and warmed
-// up: the least, so readying machines ahead never slows a desktop in use
-// (a refill spawned while a new desktop answered its first client took
-// CPU from it).
-const poolCPUWeight = 1
+// backgroundCPUWeight is the share of a pool machine while it is restored
+// and warmed up, and of a machine booted for a bake: the least, so readying
+// machines ahead or baking never slows a desktop in use (a refill spawned
+// while a new desktop answered its first client took CPU from it).
+const backgroundCPUWeight = 1
 
 // setCPUWeight changes the machine's share of CPU time; without a cgroup
 // of its own it has none to change.

@@ -185,7 +185,7 @@ func (p *pool) run() {
 				break
 			}
 			m.poolKey = poolKey(s)
-			if err := m.jail.setCPUWeight(poolCPUWeight); err != nil {
+			if err := m.jail.setCPUWeight(backgroundCPUWeight); err != nil {
 				p.d.log.Warn("warm pool: lower a pool machine's CPU share", "err", err)
 			}
 			marker, _ := json.Marshal(m.rec)
