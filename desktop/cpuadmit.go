@@ -186,6 +186,14 @@ func (a *CPUAdmission) WaitIdle(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// Pressure is the gauge's pressure now (0 without a gauge).
+func (a *CPUAdmission) Pressure() float64 {
+	if a == nil || a.gauge == nil {
+		return 0
+	}
+	return a.gauge.Pressure()
+}
+
 // Status is the pressure, the bound and the queue now.
 func (a *CPUAdmission) Status() CPUStatus {
 	if a == nil || a.gauge == nil {

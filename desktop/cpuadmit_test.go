@@ -134,6 +134,13 @@ func TestNoCPUAdmissionWithoutAGaugeOrBound(t *testing.T) {
 			t.Errorf("%+v: %v", a, err)
 		}
 	}
+	var none *CPUAdmission
+	if p := none.Pressure(); p != 0 {
+		t.Errorf("no admission's pressure = %v, want 0", p)
+	}
+	if p := NewCPUAdmission(newFakeGauge(0.7), DefaultLimits()).Pressure(); p != 0.7 {
+		t.Errorf("pressure = %v, want the gauge's 0.7", p)
+	}
 }
 
 // A pool refill waits while the pressure is over the bound and while

@@ -256,6 +256,9 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	}
 	var r reaction
 	react = react && req.Settle > 0 && req.SettleTimeout > 0
+	if react && s.cfg.Pressure != nil {
+		req.Reaction = reactionFor(req.Reaction, s.cfg.Pressure())
+	}
 	if react {
 		var err error
 		if r, err = waitReaction(ctx, scr, s.cpuMeter(ctx, id), since, min(req.Reaction, req.SettleTimeout), req.Settle, bareMove); err != nil {
@@ -282,6 +285,25 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	}
 	out.Picture = &pic
 	return out, nil
+}
+
+// maxReactionStretch bounds how far a busy host stretches the default
+// reaction bound.
+const maxReactionStretch = 4
+
+// reactionFor is the reaction bound of a batch that asked for asked on a
+// host whose CPU pressure is pressure: the default is stretched by
+// 1/(1-pressure), at most maxReactionStretch times (2 s at 0.5, 4 s from
+// 0.75), since a guest sharing contended CPUs reacts later and its picture
+// should wait for the reaction rather than come early and false. A bound
+// the request chose is kept. The wait still ends early once the guest has
+// taken the input and gone idle.
+func reactionFor(asked time.Duration, pressure float64) time.Duration {
+	if asked != DefaultReaction || !(pressure > 0) {
+		return asked
+	}
+	stretch := 1 / max(1-pressure, 1.0/maxReactionStretch)
+	return time.Duration(float64(asked) * stretch)
 }
 
 // reaction is how the wait for the screen to react to input ended.

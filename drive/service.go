@@ -63,6 +63,10 @@ type Config struct {
 	// button press's wait, from the last key before it, for the guest to
 	// take the keys (device.sealKeys). 0 takes DefaultReaction.
 	KeyReaction time.Duration
+	// Pressure reads the host's CPU pressure (0 to 1); when set, a batch
+	// asking for the default reaction bound gets it stretched on a busy
+	// host (reactionFor).
+	Pressure func() float64
 }
 
 // DefaultDragHold is the default bound of a drag's wait at its end: a

@@ -123,7 +123,7 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		}
 	}
 	a.Manager.Volumes().CheckIdle(ctx)
-	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log})
+	a.Drive = drive.New(ctx, drive.Config{Manager: a.Manager, Screens: a.Mirrors, Guests: a.Networks, Logger: log, Pressure: cpu.Pressure})
 	if a.Recordings, a.stopRecordings, err = recording.OpenRegistry(ctx, cfg.Recordings(), a.Manager, log); err != nil {
 		a.Close()
 		return nil, err
