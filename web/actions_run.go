@@ -8,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/warmdesk/warmdesk/api"
-	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
 )
@@ -84,16 +83,7 @@ func errorOf(err error) (int, api.ErrorBody) {
 	if errors.Is(err, input.ErrInvalid) {
 		return http.StatusBadRequest, api.ErrorBody{Code: "invalid", Message: err.Error()}
 	}
-	status, code := statusOf(err)
-	body := api.ErrorBody{Code: code, Message: err.Error()}
-	var te *desktop.TransitionError
-	if errors.As(err, &te) {
-		body.State = string(te.From)
-	}
-	var fe interface{ FieldName() string }
-	if errors.As(err, &fe) {
-		body.Field = fe.FieldName()
-	}
+	status, body := answerOf(err)
 	if status == http.StatusInternalServerError {
 		status, body.Code = http.StatusUnprocessableEntity, "action_failed"
 	}

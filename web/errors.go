@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -41,7 +43,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusInsufficientStorage, "insufficient_storage"
 	case errors.Is(err, desktop.ErrMismatch):
 		return http.StatusConflict, "snapshot_mismatch"
-	case errors.Is(err, desktop.ErrUnavailable):
+	case errors.Is(err, desktop.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "unavailable"
 	default:
 		return http.StatusInternalServerError, "internal"
@@ -49,10 +51,22 @@ func statusOf(err error) (int, string) {
 }
 
 // fail answers with the error's status and a JSON body saying what was
-// wrong; for a desktop in the wrong state it names the state.
+// wrong (answerOf); a refusal for CPU says when to try again.
 func fail(c *gin.Context, err error) {
+	status, body := answerOf(err)
+	var be *desktop.BusyError
+	if errors.As(err, &be) {
+		c.Header("Retry-After", strconv.Itoa(be.RetryAfterSeconds()))
+	}
+	c.AbortWithStatusJSON(status, api.Error{Error: body})
+}
+
+// answerOf is a domain error's status (statusOf) and body: for a desktop
+// in the wrong state it names the state, for a bad value the field, for a
+// refusal for CPU the pressure measured.
+func answerOf(err error) (int, api.ErrorBody) {
 	status, code := statusOf(err)
-	body := api.ErrorBody{Code: code, Message: err.Error()}
+	body := api.ErrorBody{Code: code, Message: deadlineSaid(err)}
 	var te *desktop.TransitionError
 	if errors.As(err, &te) {
 		body.State = string(te.From)
@@ -63,10 +77,21 @@ func fail(c *gin.Context, err error) {
 	}
 	var be *desktop.BusyError
 	if errors.As(err, &be) {
-		c.Header("Retry-After", strconv.Itoa(be.RetryAfterSeconds()))
 		body.CPUPressure = be.Pressure
 	}
-	c.AbortWithStatusJSON(status, api.Error{Error: body})
+	return status, body
+}
+
+// deadlineSaid is err's text, with a deadline's "context deadline
+// exceeded" said as what it means to a caller: the step named before it
+// ran out of time because the desktop or the host was slow.
+func deadlineSaid(err error) string {
+	msg := err.Error()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return msg
+	}
+	return strings.ReplaceAll(msg, context.DeadlineExceeded.Error(),
+		"ran out of time: the desktop or the host was too slow to answer (GET /v1/host shows the host's CPU pressure); try again, or with a longer timeout_ms where the call takes one")
 }
 
 // abort answers with an explicit status.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,12 +19,13 @@ import (
 // Each domain error keeps its status and code once wrapped.
 func TestStatusOfDomainErrors(t *testing.T) {
 	for err, want := range map[error]int{
-		desktop.ErrNotFound:    http.StatusNotFound,
-		desktop.ErrInvalid:     http.StatusBadRequest,
-		desktop.ErrCapacity:    http.StatusTooManyRequests,
-		desktop.ErrNoSpace:     http.StatusInsufficientStorage,
-		desktop.ErrUnavailable: http.StatusGatewayTimeout,
-		desktop.ErrConflict:    http.StatusConflict,
+		desktop.ErrNotFound:      http.StatusNotFound,
+		desktop.ErrInvalid:       http.StatusBadRequest,
+		desktop.ErrCapacity:      http.StatusTooManyRequests,
+		desktop.ErrNoSpace:       http.StatusInsufficientStorage,
+		desktop.ErrUnavailable:   http.StatusGatewayTimeout,
+		desktop.ErrConflict:      http.StatusConflict,
+		context.DeadlineExceeded: http.StatusGatewayTimeout,
 	} {
 		if got, _ := statusOf(fmt.Errorf("create: %w", err)); got != want {
 			t.Errorf("%v: %d, want %d", err, got, want)
@@ -48,5 +50,21 @@ func TestBusyAnswers503WithRetryAfter(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "5" || body.Error.Code != "cpu_busy" || body.Error.CPUPressure != 0.93 ||
 		!strings.Contains(body.Error.Message, "CPU pressure is 93%, above the bound of 90%") {
 		t.Errorf("%d %v %+v", w.Code, w.Header(), body)
+	}
+}
+
+// An internal deadline never reaches a caller as "context deadline
+// exceeded": the answer says which step ran out of time and why.
+func TestDeadlineAnswersWhatRanOutOfTime(t *testing.T) {
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	fail(c, fmt.Errorf("read the clipboard of d-1: %w", context.DeadlineExceeded))
+	var body api.Error
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusGatewayTimeout || body.Error.Code != "unavailable" || strings.Contains(body.Error.Message, "context deadline exceeded") ||
+		!strings.HasPrefix(body.Error.Message, "read the clipboard of d-1: ran out of time: the desktop or the host was too slow") {
+		t.Errorf("%d %+v", w.Code, body)
 	}
 }
