@@ -8,6 +8,7 @@ import (
 	"image"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,19 +17,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/qemu"
 	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/egress"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
+	"github.com/warmdesk/warmdesk/internal/cpupressure"
 	"github.com/warmdesk/warmdesk/netpolicy"
 	"github.com/warmdesk/warmdesk/vnc"
 	"github.com/warmdesk/warmdesk/volume"
+	"github.com/warmdesk/warmdesk/web"
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "windows", "trials", "density", "fork", "network", "volume", "e2b", "peers", "fleet"}
+var Suites = []string{"create", "screenshot", "action", "windows", "trials", "density", "fork", "network", "volume", "e2b", "peers", "fleet", "busy"}
 
 // Options configure a run.
 type Options struct {
@@ -64,7 +68,9 @@ type Options struct {
 	// Trials is how many times the trials suite runs each trial
 	// (default DefaultTrials).
 	Trials int
-	Log    *slog.Logger
+	// Busy configures the busy suite (zero: DefaultBusy).
+	Busy BusyOptions
+	Log  *slog.Logger
 	// Progress receives a line per step.
 	Progress io.Writer
 }
@@ -122,6 +128,8 @@ type env struct {
 	snap    desktop.Snapshot
 	mgr     *desktop.Manager
 	screens *drive.Mirrors
+	// cpu admits creates by the host's CPU pressure, as in hostd serve.
+	cpu     *desktop.CPUAdmission
 	runDir  string
 	dataDir string
 	res     *Result
@@ -152,6 +160,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if len(o.ForkSizes) == 0 {
 		o.ForkSizes = []int{1, 3, 10}
 	}
+	if len(o.Busy.N) == 0 && o.Busy.Steps == 0 && o.Busy.For == 0 && o.Busy.Hogs == 0 && o.Busy.BakeBeside == 0 {
+		o.Busy = DefaultBusy()
+	}
 	// After the defaults: the suites read e.opts.
 	e := &env{opts: o, log: o.Log, res: res}
 	cat, err := desktop.NewCatalog(o.SnapshotsDir)
@@ -177,11 +188,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(e.runDir)
-	// The screens come first: the driver's pool refills wait on them, as in
-	// hostd serve.
+	limits := desktop.DefaultLimits()
+	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
+	// The screens and the CPU admission come first: the driver's pool
+	// refills wait on them, as in hostd serve.
 	e.screens = drive.NewMirrors(context.WithoutCancel(ctx), o.Log)
+	e.cpu = desktop.NewCPUAdmission(cpupressure.Host(), limits)
 	if e.drv, err = qemu.New(ctx, qemu.Options{
-		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), Warmup: e.screens.Warmup(drive.WarmPooled), Logger: o.Log,
+		RunDir: e.runDir, DataDir: e.dataDir, SnapshotsDir: o.SnapshotsDir, RefillGate: e.screens.RefillGate(), RefillWait: e.cpu.WaitIdle,
+		Warmup: e.screens.Warmup(drive.WarmPooled), Logger: o.Log,
 	}); err != nil {
 		return nil, err
 	}
@@ -196,8 +211,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Machine = Machine{Accel: shape.Accel, QEMU: shape.QEMUVersion, CPUs: runtime.NumCPU(), MemoryMiB: HostMemoryMiB(),
 		Snapshot: e.snap.Name, Guest: fmt.Sprintf("%s image, %d MiB, %d vCPUs, %dx%d", e.snap.Manifest.Image.Flavor,
 			e.snap.Manifest.Machine.MemoryMiB, e.snap.Manifest.Machine.CPUs, e.snap.Manifest.Machine.Width, e.snap.Manifest.Machine.Height)}
-	limits := desktop.DefaultLimits()
-	limits.MaxDesktops, limits.MaxMemoryMiB, limits.PoolSize = 64, 1<<20, 0
 	// Every desktop gets its egress network, as in hostd serve.
 	nets := egress.NewSet(egress.SetConfig{
 		Policy: func(id string) (netpolicy.Policy, error) {
@@ -213,8 +226,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		e.volErr = err.Error()
 	}
 	e.mgr = desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: records, Catalog: cat, Logger: o.Log, Limits: limits,
-		Observer: desktop.Observers{e.screens, nets}, Volumes: vols})
+		Observer: desktop.Observers{e.screens, nets}, Volumes: vols, CPU: e.cpu})
 	defer e.cleanup()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go e.mgr.Run(runCtx)
 	e.progress("%s, QEMU %s, %d CPUs, snapshot %s (%s)", res.Machine.Accel, res.Machine.QEMU, res.Machine.CPUs, e.snap.Name, res.Machine.Guest)
 	// Hash the snapshot once now, so no create below pays for it.
 	if err := cat.Verify(e.snap); err != nil {
@@ -253,6 +269,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.peersSuite(ctx)
 		case "fleet":
 			err = e.fleetSuite(ctx)
+		case "busy":
+			err = e.busySuite(ctx)
 		default:
 			err = fmt.Errorf("unknown suite %q: use %s", s, strings.Join(Suites, ", "))
 		}
@@ -302,6 +320,17 @@ func (e *env) cleanupDesktops() {
 		go func() { defer wg.Done(); m.Destroy(ctx) }()
 	}
 	wg.Wait()
+}
+
+// benchToken is the token of the servers the suites serve the API with.
+const benchToken = "bench-token"
+
+// serve serves the API over the run's Manager on a loopback port, as
+// hostd serve does, and returns a client of it.
+func (e *env) serve(ctx context.Context) (*httptest.Server, *client.Client) {
+	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log, Pressure: e.cpu.Pressure})
+	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: benchToken, Logger: e.log, CPU: e.cpu}).Handler())
+	return srv, client.New(srv.URL, benchToken)
 }
 
 func (e *env) track(m desktop.Machine) {

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/warmdesk/warmdesk/api"
-	"github.com/warmdesk/warmdesk/drive"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // peersRounds is the number of rounds of each call in the peers suite.
@@ -76,9 +73,8 @@ func (e *env) peersSuite(ctx context.Context) error {
 	}
 	scr, _ := e.screens.Get(d.ID)
 
-	const token = "bench-token"
-	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
-	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log}).Handler())
+	const token = benchToken
+	srv, _ := e.serve(ctx)
 	defer srv.Close()
 	c := peerClient{base: srv.URL + "/v1/desktops/" + d.ID, token: token}
 

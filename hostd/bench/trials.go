@@ -11,7 +11,6 @@ import (
 	"image/draw"
 	"image/png"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -19,9 +18,7 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
-	"github.com/warmdesk/warmdesk/drive"
 	"github.com/warmdesk/warmdesk/input"
-	"github.com/warmdesk/warmdesk/web"
 )
 
 // DefaultTrials is how many times the trials suite runs each trial: the
@@ -62,18 +59,16 @@ func (e *env) trialsSuite(ctx context.Context) error {
 		n = DefaultTrials
 	}
 	e.res.set("trials_n", float64(n))
-	const token = "bench-token"
-	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
-	srv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log}).Handler())
+	srv, c := e.serve(ctx)
 	defer srv.Close()
-	t := &trials{e: e, c: client.New(srv.URL, token), n: n}
+	t := &trials{e: e, c: c, n: n}
 	if err := t.xterm(ctx); err != nil {
 		return err
 	}
 	if err := t.menu(ctx); err != nil {
 		return err
 	}
-	return t.browser(ctx, srv.URL, token)
+	return t.browser(ctx, srv.URL, benchToken)
 }
 
 type trials struct {
@@ -291,7 +286,7 @@ func (t *trials) browser(ctx context.Context, base, token string) error {
 				return err
 			}
 			if field == (image.Point{}) {
-				if field, goButton, w, h, err = t.startForm(ctx, id); err != nil {
+				if field, goButton, w, h, err = t.e.startPageForm(ctx, id); err != nil {
 					t.c.DeleteDesktop(context.WithoutCancel(ctx), id)
 					return err
 				}
@@ -321,13 +316,13 @@ func (t *trials) browser(ctx context.Context, base, token string) error {
 	return nil
 }
 
-// startForm finds the start page's field and its Go button, which follows
+// startPageForm finds the start page's field and its Go button, which follows
 // the field on its row after a space of page colour.
-func (t *trials) startForm(ctx context.Context, id string) (field, goButton image.Point, w, h int, err error) {
-	if field, err = t.e.startPageField(ctx, id); err != nil {
+func (e *env) startPageForm(ctx context.Context, id string) (field, goButton image.Point, w, h int, err error) {
+	if field, err = e.startPageField(ctx, id); err != nil {
 		return
 	}
-	scr, _ := t.e.screens.Get(id)
+	scr, _ := e.screens.Get(id)
 	img, _ := scr.Mirror.Frame(nil)
 	b := img.Bounds()
 	x := field.X
@@ -423,11 +418,7 @@ func (t *trials) clickTypeClick(ctx context.Context, session *mcp.ClientSession,
 func (t *trials) chromiumTitle(ctx context.Context, id string) string {
 	var title string
 	found := func() bool {
-		res, err := t.c.Exec(ctx, id, api.ExecRequest{Shell: "DISPLAY=:0 xdotool search --name '^clicked: ' getwindowname %@", Timeout: api.Duration(20 * time.Second)})
-		if err != nil || res.ExitCode != 0 {
-			return false
-		}
-		title = strings.TrimSuffix(strings.TrimSpace(res.Stdout), " - Chromium")
+		title, _ = t.e.pageTitle(ctx, t.c, id)
 		return title != ""
 	}
 	if !poll(ctx, 90*time.Second, found) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/warmdesk/warmdesk/hostd/bench"
@@ -24,6 +25,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.ColdN, "cold-n", 2, "cold boots (each about a minute under TCG)")
 	fs.IntVar(&o.K, "k", 10, "idle desktops for the density suite")
 	fs.IntVar(&o.Trials, "trials", bench.DefaultTrials, "times the trials suite runs each trial (input landing where it was aimed)")
+	o.Busy = bench.DefaultBusy()
+	busyN := fs.String("busy-n", joinInts(o.Busy.N), "busy suite: desktops running agent loops at once, a phase each, comma-separated")
+	fs.DurationVar(&o.Busy.For, "busy-for", o.Busy.For, "busy suite: how long each phase's loops run")
+	fs.IntVar(&o.Busy.Hogs, "busy-hogs", 0, "busy suite: also one loop beside this many desktops spinning every virtual CPU (0: no such phase)")
+	fs.IntVar(&o.Busy.BakeBeside, "busy-bake-beside", o.Busy.BakeBeside, "busy suite: also this many loops beside a bake of --snapshot's image (0: no such phase)")
 	fs.IntVar(&o.BudgetMiB, "budget-mib", 0, "host memory budget for 'most desktops that fit' (default: all host memory)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "libvirtd for the libvirt comparisons")
 	asJSON := fs.Bool("json", false, "print one JSON object with stable keys")
@@ -34,6 +40,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	o.Suites = strings.Split(*suites, ",")
 	if o.N < 1 || o.ColdN < 0 || o.K < 1 || o.Trials < 1 {
 		return usagef("-n, -k and -trials must be at least 1, -cold-n at least 0")
+	}
+	var err error
+	if o.Busy.N, err = parseCounts(*busyN); err != nil {
+		return usagef("-busy-n %q: %v", *busyN, err)
+	}
+	if o.Busy.For <= 0 || o.Busy.Hogs < 0 || o.Busy.BakeBeside < 0 {
+		return usagef("-busy-for must be positive, -busy-hogs and -busy-bake-beside at least 0")
 	}
 	if o.BudgetMiB == 0 {
 		o.BudgetMiB = bench.HostMemoryMiB()
@@ -54,4 +67,25 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		return bench.WriteJSON(e.stdout, res)
 	}
 	return bench.WriteTable(e.stdout, res)
+}
+
+func joinInts(ns []int) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+// parseCounts parses a comma-separated list of counts from 1 to 64.
+func parseCounts(list string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 64 {
+			return nil, fmt.Errorf("%q is not a count from 1 to 64: give numbers separated by commas, such as 1,2,4,8", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/warmdesk/warmdesk/hostd/config"
+	"github.com/warmdesk/warmdesk/internal/testenv"
+)
+
+// TestBusyHostKeepsItsPromises runs the busy suite's two phases that load
+// the host: an agent loop on a browser desktop beside three minimal
+// desktops spinning every virtual CPU, 50 steps; then the loop while the
+// minimal image is baked beside it, and as many steps again without the
+// bake. Every step answers, every word arrives, and a step beside the bake
+// is not much slower than one without (the bake runs at the least CPU
+// share). The figures of a full run are in docs/BENCHMARKS.md.
+func TestBusyHostKeepsItsPromises(t *testing.T) {
+	minimal := testenv.Snapshot(t, "minimal")
+	browser := testenv.Snapshot(t, "browser")
+	if err := os.Symlink(browser.Snapshot.Dir, filepath.Join(minimal.Catalog.Dir(), browser.Snapshot.Name)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{
+		Paths:           config.Paths{StateDir: testenv.DataDir(t), CacheDir: testenv.CacheDir(), RunDir: testenv.RunDir(t)},
+		SnapshotsDir:    minimal.Catalog.Dir(),
+		Snapshot:        minimal.Snapshot.Name,
+		BrowserSnapshot: browser.Snapshot.Name,
+		Suites:          []string{"busy"},
+		Busy:            BusyOptions{Steps: 50, Hogs: 3, BakeBeside: 1},
+		Log:             testenv.Logger(t),
+		Progress:        &progress,
+	})
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range res.Notes {
+		t.Log(n)
+	}
+	for _, phase := range []string{"busy_hogs3", "busy_n1_bake_with", "busy_n1_bake_without"} {
+		for key, want := range map[string]float64{"_errors": 0, "_words_lost": 0} {
+			if v := res.Keys[phase+key]; v == nil || *v != want {
+				t.Errorf("%s%s = %v, want %v", phase, key, v, want)
+			}
+		}
+		if v := res.Keys[phase+"_steps"]; v == nil || *v < 1 {
+			t.Errorf("%s_steps = %v, want steps", phase, v)
+		}
+	}
+	if v := res.Keys["busy_hogs3_steps"]; v == nil || *v != 50 {
+		t.Errorf("busy_hogs3_steps = %v, want 50", v)
+	}
+	// Loose: the figure is the bench's; this catches a bake that takes
+	// the CPUs from the desktop being driven.
+	if v := res.Keys["busy_p95_bake_over_without"]; v == nil || *v > 3 {
+		t.Errorf("busy_p95_bake_over_without = %v, want at most 3", v)
+	}
+}
