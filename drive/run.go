@@ -257,7 +257,13 @@ func (s *Service) Run(ctx context.Context, id string, req Request) (Outcome, err
 	var r reaction
 	react = react && req.Settle > 0 && req.SettleTimeout > 0
 	if react && s.cfg.Pressure != nil {
-		req.Reaction = reactionFor(req.Reaction, s.cfg.Pressure())
+		stretched := reactionFor(req.Reaction, s.cfg.Pressure())
+		// The reaction's wait comes out of the settle's bound: a default
+		// bound grows by the stretch, so the settle keeps its time.
+		if req.SettleTimeout == DefaultSettleTimeout {
+			req.SettleTimeout += stretched - req.Reaction
+		}
+		req.Reaction = stretched
 	}
 	if react {
 		var err error

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -776,9 +777,19 @@ func idleCommand(chrt, name string, args []string) (string, []string) {
 	return chrt, append([]string{"--idle", "0", name}, args...)
 }
 
-// command is exec.CommandContext in the idle scheduling class.
+// idleChrt is chrt's path when it can set the idle scheduling class here
+// (a sandbox may refuse it), else "": found and tried once.
+var idleChrt = sync.OnceValue(func() string {
+	chrt, err := exec.LookPath("chrt")
+	if err != nil || exec.Command(chrt, "--idle", "0", "true").Run() != nil {
+		return ""
+	}
+	return chrt
+})
+
+// command is exec.CommandContext in the idle scheduling class where it
+// can be had.
 func command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	chrt, _ := exec.LookPath("chrt")
-	name, args = idleCommand(chrt, name, args)
+	name, args = idleCommand(idleChrt(), name, args)
 	return exec.CommandContext(ctx, name, args...)
 }

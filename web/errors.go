@@ -91,7 +91,7 @@ func deadlineSaid(err error) string {
 		return msg
 	}
 	return strings.ReplaceAll(msg, context.DeadlineExceeded.Error(),
-		"ran out of time: the desktop or the host was too slow to answer (GET /v1/host shows the host's CPU pressure); try again, or with a longer timeout_ms where the call takes one")
+		"ran out of time: the desktop or the host was too slow to answer (hostd status shows the host's CPU pressure); try again, or with a longer timeout_ms where the call takes one")
 }
 
 // abort answers with an explicit status.

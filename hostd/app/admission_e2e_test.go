@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os/exec"
 	"runtime"
@@ -74,7 +75,19 @@ func TestCreatesAreAdmittedByCPU(t *testing.T) {
 
 	endHog()
 	waitPressure(ctx, t, c, "under the bound", func(p float64) bool { return p < cfg.Limits.MaxCPUPressure })
-	d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap})
+	// Other load on a shared host may push the pressure back over: a
+	// refusal is tried again, as its Retry-After says, for a minute.
+	var d api.Desktop
+	var apiErr *client.Error
+	retry := time.Now().Add(time.Minute)
+	for {
+		if d, err = c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap}); err == nil ||
+			!errors.As(err, &apiErr) || apiErr.Code != "cpu_busy" || time.Now().After(retry) {
+			break
+		}
+		t.Logf("refused again: %v", err)
+		waitPressure(ctx, t, c, "under the bound", func(p float64) bool { return p < cfg.Limits.MaxCPUPressure })
+	}
 	if err != nil {
 		t.Fatalf("create after the hog: %v", err)
 	}

@@ -1,17 +1,23 @@
 package app_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/desktop/confine"
 	"github.com/warmdesk/warmdesk/desktop/qemuvm"
 	"github.com/warmdesk/warmdesk/input"
+	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // Typing loses nothing when the guest is slow to read its keyboard or
@@ -129,4 +135,70 @@ func cpuCgroupDir(t *testing.T, pid int) string {
 		t.Fatalf("QEMU %d is in no cgroup v1 cpu group (cgroup v2 hosts are not covered by this test)", pid)
 	}
 	return filepath.Join(mnt, group)
+}
+
+// A QEMU stopped (SIGSTOP) for 3 s in the middle of a typing batch, as a
+// host under memory or CPU pressure can stall a process: the batch
+// completes late and its line arrives once and whole, nothing typed twice
+// or lost.
+func TestBatchOutlivesAStoppedQEMU(t *testing.T) {
+	s := startActionStack(t)
+	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
+	s.waitFile(t, "/tmp/ready", "ready\n")
+	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, desktop.WaitNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := s.ctx(t)
+	before := s.changeCounter(ctx, t)
+	// Long enough to be typing still when the first keys show (the batch
+	// ending within the stall fails the test below).
+	text := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 10)
+	type answer struct {
+		took time.Duration
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		_, err := s.c.Actions(ctx, s.id, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo " + text + " >> /tmp/stalled\n"}}})
+		done <- answer{time.Since(start), err}
+	}()
+	// Stopped once the batch is under way: its first keys are on the screen.
+	if !testenv.Poll(30*time.Second, 10*time.Millisecond, 50*time.Millisecond, func() bool { return s.changeCounter(ctx, t) > before }) {
+		t.Fatal("the batch's first keys never showed")
+	}
+	const stall = 3 * time.Second
+	if err := syscall.Kill(mach.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resume := time.AfterFunc(stall, func() { syscall.Kill(mach.Pid(), syscall.SIGCONT) })
+	defer func() {
+		resume.Stop()
+		syscall.Kill(mach.Pid(), syscall.SIGCONT)
+	}()
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("the batch across the stall: %v", a.err)
+	}
+	if time.Since(stopped) < stall {
+		t.Fatalf("the batch ended %s after QEMU stopped, within the stall: it was not stopped mid-batch", time.Since(stopped))
+	}
+	t.Logf("the batch took %s across a %s stall", a.took.Round(time.Millisecond), stall)
+	s.waitFile(t, "/tmp/stalled", text+"\n")
+}
+
+// changeCounter is the desktop screen's change counter now.
+func (s *actionStack) changeCounter(ctx context.Context, t *testing.T) uint64 {
+	t.Helper()
+	_, h, err := s.c.Screenshot(ctx, s.id, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseUint(h.Get("X-Change-Counter"), 10, 64)
+	if err != nil {
+		t.Fatalf("X-Change-Counter %q: %v", h.Get("X-Change-Counter"), err)
+	}
+	return n
 }

@@ -135,6 +135,9 @@ type env struct {
 	res     *Result
 	// volErr says why the run has no volumes.
 	volErr string
+	// busyRuns counts the busy suite's runs of loops, to tell their
+	// words apart.
+	busyRuns int
 
 	mu       sync.Mutex
 	machines []desktop.Machine // driver-level machines to clean up
@@ -162,6 +165,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if len(o.Busy.N) == 0 && o.Busy.Steps == 0 && o.Busy.For == 0 && o.Busy.Hogs == 0 && o.Busy.BakeBeside == 0 {
 		o.Busy = DefaultBusy()
+	}
+	if o.Busy.For <= 0 && o.Busy.Steps <= 0 {
+		o.Busy.For = DefaultBusy().For
 	}
 	// After the defaults: the suites read e.opts.
 	e := &env{opts: o, log: o.Log, res: res}
@@ -320,6 +326,21 @@ func (e *env) cleanupDesktops() {
 		go func() { defer wg.Done(); m.Destroy(ctx) }()
 	}
 	wg.Wait()
+}
+
+// tempCatalog is an empty snapshot catalog in the run's data directory,
+// and what removes it.
+func (e *env) tempCatalog(prefix string) (*desktop.Catalog, func(), error) {
+	dir, err := os.MkdirTemp(e.dataDir, prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := desktop.NewCatalog(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return cat, func() { os.RemoveAll(dir) }, nil
 }
 
 // benchToken is the token of the servers the suites serve the API with.

@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"image"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -112,23 +110,29 @@ func (e *env) busyRatios(o BusyOptions) {
 func (e *env) busyPhase(ctx context.Context, c *client.Client, snap desktop.Snapshot, p busyPhase) error {
 	o := e.opts.Busy
 	e.progress("  %s: %d loop(s), %d hog(s), bake beside: %v", p.key, p.loops, p.hogs, p.bake)
-	// Every desktop is made before any load starts: admission would hold
-	// creates made after.
-	var ids []string
-	for range p.loops {
-		d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap.Name})
-		if err != nil {
-			return err
+	// Every desktop is made before any load starts, each once the host is
+	// under the admission bound (the previous phase's load fades first).
+	create := func(name string) (string, error) {
+		if err := e.cpu.WaitIdle(ctx); err != nil {
+			return "", err
 		}
-		ids = append(ids, d.ID)
+		d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: name})
+		return d.ID, err
 	}
-	var hogs []string
-	for range p.hogs {
-		d, err := c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: e.snap.Name})
+	var ids, hogs []string
+	for range p.loops {
+		id, err := create(snap.Name)
 		if err != nil {
 			return err
 		}
-		hogs = append(hogs, d.ID)
+		ids = append(ids, id)
+	}
+	for range p.hogs {
+		id, err := create(e.snap.Name)
+		if err != nil {
+			return err
+		}
+		hogs = append(hogs, id)
 	}
 	field, goButton, _, _, err := e.startPageForm(ctx, ids[0])
 	if err != nil {
@@ -141,22 +145,23 @@ func (e *env) busyPhase(ctx context.Context, c *client.Client, snap desktop.Snap
 	}
 	before := e.cpu.Status()
 	if !p.bake {
-		st := e.runLoops(ctx, c, ids, field, goButton, o.For, o.Steps, nil)
-		e.busyResult(p.key, st)
+		e.busyResult(p.key, e.runLoops(ctx, c, ids, field, goButton, o.For, o.Steps, nil))
 	} else {
-		done := make(chan error, 1)
+		baked := make(chan struct{})
+		var bakeErr error
 		var bakeTook time.Duration
 		go func() {
+			defer close(baked)
 			start := time.Now()
-			err := e.bakeBeside(ctx)
+			bakeErr = e.bakeBeside(ctx)
 			bakeTook = time.Since(start)
-			done <- err
 		}()
-		with := e.runLoops(ctx, c, ids, field, goButton, 0, 0, done)
-		if with.bakeErr != nil {
-			return fmt.Errorf("the bake beside: %w", with.bakeErr)
+		with := e.runLoops(ctx, c, ids, field, goButton, 0, 0, baked)
+		<-baked // also when the loops ended for ctx: the bake goes first
+		if bakeErr != nil {
+			return fmt.Errorf("the bake beside: %w", bakeErr)
 		}
-		e.res.set(p.key+"_bake_s", bakeTook.Seconds())
+		e.res.set(p.key+"_s", bakeTook.Seconds())
 		// As many steps again on the same desktops without the bake, at
 		// most busyWithoutSteps each.
 		without := e.runLoops(ctx, c, ids, field, goButton, 0, min(busyWithoutSteps, max(1, with.steps.N()/len(ids))), nil)
@@ -164,7 +169,6 @@ func (e *env) busyPhase(ctx context.Context, c *client.Client, snap desktop.Snap
 		e.busyResult(p.key+"_without", without)
 	}
 	after := e.cpu.Status()
-	e.res.set(p.key+"_cpu_pressure", after.Pressure)
 	e.res.set(p.key+"_creates_queued", float64(after.Admitted-before.Admitted))
 	e.res.set(p.key+"_creates_refused", float64(after.Refused-before.Refused))
 	return ctx.Err()
@@ -182,18 +186,18 @@ func spin(ctx context.Context, c *client.Client, id string) error {
 	return nil
 }
 
-// loopStats is what a phase's loops saw.
+// loopStats is what a run of loops saw.
 type loopStats struct {
 	mu         sync.Mutex
 	steps      Dist
-	errors     []string
+	errors     []string // steps that failed, words lost among them
 	lost, late int
 	notSettled int
 	// notSettledTrue counts not-settled pictures after which the screen
-	// did change: the mark was true.
+	// changed within busyChangeWithin: the mark was true.
 	notSettledTrue int
-	probe          string // what the create tried midway met
-	bakeErr        error
+	probe          string  // what the create tried midway met
+	pressure       float64 // the host's CPU pressure as the loops ended
 }
 
 func (s *loopStats) add(f func(*loopStats)) {
@@ -202,22 +206,24 @@ func (s *loopStats) add(f func(*loopStats)) {
 	f(s)
 }
 
-// runLoops runs one loop per desktop until each has run steps steps, or
-// for d, or until stop is closed (its error kept), whichever is set. A
-// timed run tries one create midway.
-func (e *env) runLoops(ctx context.Context, c *client.Client, ids []string, field, goButton image.Point, d time.Duration, steps int, stop <-chan error) *loopStats {
+// runLoops runs one loop per desktop until each has run steps steps
+// (when steps is set), or for d, or until stop is closed. A timed run
+// tries one create midway.
+func (e *env) runLoops(ctx context.Context, c *client.Client, ids []string, field, goButton image.Point, d time.Duration, steps int, stop <-chan struct{}) *loopStats {
+	e.busyRuns++
+	run := e.busyRuns
 	st := &loopStats{}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	if d > 0 {
+	var probe sync.WaitGroup
+	if steps == 0 && d > 0 {
 		timer := time.AfterFunc(d, cancel)
 		defer timer.Stop()
-		// The create may wait in the admission queue past the phase's end:
-		// the phase waits for its answer.
-		wg.Add(1)
+		// The create may wait in the admission queue past the loops' end:
+		// the run waits for its answer.
+		probe.Add(1)
 		go func() {
-			defer wg.Done()
+			defer probe.Done()
 			select {
 			case <-time.After(d / 2):
 				e.probeCreate(ctx, c, st)
@@ -228,23 +234,28 @@ func (e *env) runLoops(ctx context.Context, c *client.Client, ids []string, fiel
 	if stop != nil {
 		go func() {
 			select {
-			case err := <-stop:
-				st.add(func(s *loopStats) { s.bakeErr = err })
+			case <-stop:
 				cancel()
 			case <-lctx.Done():
 			}
 		}()
 	}
+	var loops sync.WaitGroup
 	for i, id := range ids {
-		wg.Add(1)
+		loops.Add(1)
 		go func() {
-			defer wg.Done()
+			defer loops.Done()
 			for step := 0; lctx.Err() == nil && (steps == 0 || step < steps); step++ {
-				e.busyStep(lctx, c, id, field, goButton, fmt.Sprintf("%c%04d", 'a'+i%26, step), st)
+				// Unique across the suite's runs: a word left in the
+				// title by an earlier run never passes for this one.
+				e.busyStep(lctx, c, id, field, goButton, fmt.Sprintf("r%d%c%04d", run, 'a'+i%26, step), st)
 			}
 		}()
 	}
-	wg.Wait()
+	loops.Wait()
+	st.pressure = e.cpu.Pressure()
+	cancel()
+	probe.Wait()
 	return st
 }
 
@@ -262,8 +273,12 @@ func (e *env) probeCreate(ctx context.Context, c *client.Client, st *loopStats) 
 	st.add(func(s *loopStats) { s.probe = what })
 }
 
+// busyChangeWithin is how long after a picture marked not settled the
+// screen is watched for the change that makes the mark true.
+const busyChangeWithin = time.Second
+
 // busyStep is one agent step; what it met goes into st. A step cut by the
-// end of its phase counts nothing.
+// end of its run counts nothing.
 func (e *env) busyStep(ctx context.Context, c *client.Client, id string, field, goButton image.Point, word string, st *loopStats) {
 	start := time.Now()
 	out, err := c.Actions(ctx, id, api.ActionsRequest{Actions: input.Batch{
@@ -281,30 +296,27 @@ func (e *env) busyStep(ctx context.Context, c *client.Client, id string, field, 
 		return
 	}
 	settled := out.Screenshot != nil && out.Screenshot.Settle != nil && out.Screenshot.Settle.Settled
+	changed := !settled && out.Screenshot != nil && e.changesAfter(ctx, id, out.Screenshot.Counter, busyChangeWithin)
 	want := "clicked: " + word
-	title, _ := e.pageTitle(ctx, c, id)
-	late := title != want
-	if late {
-		poll(ctx, busyTitleWithin, func() bool { title, _ = e.pageTitle(ctx, c, id); return title == want })
+	title, readErr := e.pageTitle(ctx, c, id)
+	early := title != want
+	if early {
+		poll(ctx, busyTitleWithin, func() bool { title, readErr = e.pageTitle(ctx, c, id); return title == want })
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	changed := false
-	if !settled && out.Screenshot != nil {
-		if scr, ok := e.screens.Get(id); ok {
-			seq, _ := scr.Mirror.Changed()
-			changed = seq > out.Screenshot.Counter
-		}
-	}
 	st.add(func(s *loopStats) {
 		s.steps.Add(took)
 		switch {
-		case title != want:
+		case title == want && early && settled:
+			s.late++ // the settled picture came before the page took the word
+		case title == want:
+		case readErr != nil && title == "":
+			s.errors = append(s.errors, fmt.Sprintf("%s step %s: the title could not be read back: %v", id, word, readErr))
+		default:
 			s.lost++
 			s.errors = append(s.errors, fmt.Sprintf("%s step %s: the page said %q", id, word, title))
-		case late:
-			s.late++
 		}
 		if !settled {
 			s.notSettled++
@@ -315,14 +327,39 @@ func (e *env) busyStep(ctx context.Context, c *client.Client, id string, field, 
 	})
 }
 
-// pageTitle reads the title of Chromium's window after a Go.
+// changesAfter tells whether a desktop's screen changes past counter
+// within d.
+func (e *env) changesAfter(ctx context.Context, id string, counter uint64, d time.Duration) bool {
+	scr, ok := e.screens.Get(id)
+	if !ok {
+		return false
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		seq, changed := scr.Mirror.Changed()
+		if seq > counter {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// pageTitle reads the title of Chromium's window after a Go: "" when no
+// window has one yet, an error when it could not be read.
 func (e *env) pageTitle(ctx context.Context, c *client.Client, id string) (string, error) {
 	res, err := c.Exec(ctx, id, api.ExecRequest{Shell: "DISPLAY=:0 xdotool search --name '^clicked: ' getwindowname %@", Timeout: api.Duration(20 * time.Second)})
 	if err != nil {
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", errors.New("no window titled after a Go")
+		return "", nil // no window titled after a Go (yet)
 	}
 	return strings.TrimSuffix(strings.TrimSpace(res.Stdout), " - Chromium"), nil
 }
@@ -341,6 +378,7 @@ func (e *env) busyResult(key string, st *loopStats) {
 	e.res.set(key+"_words_late", float64(st.late))
 	e.res.set(key+"_not_settled", float64(st.notSettled))
 	e.res.set(key+"_not_settled_true", float64(st.notSettledTrue))
+	e.res.set(key+"_cpu_pressure", st.pressure)
 	for i, msg := range st.errors {
 		if i == 5 {
 			e.res.note(fmt.Sprintf("%s: %d more errors", key, len(st.errors)-5))
@@ -364,15 +402,11 @@ func (e *env) bakeBeside(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(e.dataDir, "bake-beside-")
+	cat, remove, err := e.tempCatalog("bake-beside-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	cat, err := desktop.NewCatalog(dir)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	_, err = images.Bake(ctx, images.BakeOptions{
 		Driver: e.drv, Catalog: cat, Image: im, Name: "bake-beside",
 		CPUs: e.snap.Manifest.Machine.CPUs, MemoryMiB: e.snap.Manifest.Machine.MemoryMiB,

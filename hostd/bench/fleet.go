@@ -174,15 +174,11 @@ func (e *env) fleetSuite(ctx context.Context) error {
 // pulls the snapshot from b before it restores, then a second, which does
 // not.
 func (e *env) firstCreatePulling(ctx context.Context, bAddr, token string) error {
-	dir, err := os.MkdirTemp(e.dataDir, "host-c-")
+	cat, remove, err := e.tempCatalog("host-c-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	cat, err := desktop.NewCatalog(dir)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	cMgr := desktop.NewManager(ctx, desktop.Config{Driver: e.drv, Store: desktoptest.NewMemStore(), Catalog: cat, Logger: e.log,
 		Limits: desktop.Limits{MaxDesktops: 4, MaxMemoryMiB: 1 << 20, MaxFork: 1, MaxTTL: time.Hour, MaxDiskMiB: 1024}, Observer: e.screens})
 	defer cMgr.Close()
