@@ -124,7 +124,7 @@ func Bake(ctx context.Context, o BakeOptions) (desktop.Snapshot, error) {
 	case <-m.Exited():
 		err = fmt.Errorf("QEMU %s", m.ExitReason())
 	case <-bootCtx.Done():
-		err = fmt.Errorf("the guest did not report ready within %s (a bake runs at the least CPU share, so on a host whose desktops keep the CPUs busy it waits for them: bake when the host is quieter)", o.ReadyTimeout)
+		err = fmt.Errorf("the guest did not report ready within %s (a bake runs at an idle desktop's CPU share, so on a host whose desktops keep the CPUs busy it is slow: bake when the host is quieter)", o.ReadyTimeout)
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}

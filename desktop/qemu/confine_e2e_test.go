@@ -199,9 +199,10 @@ func checkShare(t *testing.T, rec confined, weight int, when string) {
 	}
 }
 
-// A machine booted for a bake runs at the least CPU share, so a bake on a
-// serving host yields the CPUs to its desktops.
-func TestBakeMachineRunsAtTheLeastShare(t *testing.T) {
+// A machine booted for a bake runs at an idle desktop's CPU share, a
+// quarter of a driven one's, so a bake on a serving host yields to the
+// desktops in use and still makes progress.
+func TestBakeMachineRunsAtAnIdleDesktopsShare(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("confinement needs root")
 	}
@@ -215,7 +216,7 @@ func TestBakeMachineRunsAtTheLeastShare(t *testing.T) {
 	if len(rec.Cgroup) == 0 {
 		t.Fatal("the baking machine has no cgroup")
 	}
-	checkShare(t, rec, 1, "baking")
+	checkShare(t, rec, qemuvm.CPUWeight(2), "baking")
 }
 
 // checkCgroup checks that pid sits in the machine's own cgroup with its

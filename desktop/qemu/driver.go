@@ -335,9 +335,6 @@ func (d *Driver) Boot(ctx context.Context, spec desktop.BootSpec) (desktop.Machi
 		os.Remove(mem)
 		return nil, err
 	}
-	if err := m.jail.setCPUWeight(backgroundCPUWeight); err != nil {
-		d.log.Warn("bake: lower the baking machine's CPU share", "err", err)
-	}
 	if spec.ConsoleLine != nil {
 		if err := m.watchConsole(context.WithoutCancel(ctx), spec.ConsoleLine); err != nil {
 			m.Destroy(context.WithoutCancel(ctx))

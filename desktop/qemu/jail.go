@@ -109,10 +109,12 @@ func (c *confinement) jail(rec record) (*jail, error) {
 	return j, nil
 }
 
-// backgroundCPUWeight is the share of a pool machine while it is restored
-// and warmed up, and of a machine booted for a bake: the least, so readying
-// machines ahead or baking never slows a desktop in use (a refill spawned
-// while a new desktop answered its first client took CPU from it).
+// backgroundCPUWeight is a pool machine's share while it is restored and
+// warmed up: the least, so readying machines ahead never slows a desktop
+// in use (a refill spawned while a new desktop answered its first client
+// took CPU from it). A machine booted for a bake keeps an idle desktop's
+// share instead: at this one, a bake beside four driven desktops had not
+// booted its guest after 10 minutes (docs/BENCHMARKS.md, the busy suite).
 const backgroundCPUWeight = 1
 
 // setCPUWeight changes the machine's share of CPU time; without a cgroup
