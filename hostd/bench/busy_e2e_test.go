@@ -17,8 +17,9 @@ import (
 // desktops spinning every virtual CPU, 50 steps; then the loop while the
 // minimal image is baked beside it, and as many steps again without the
 // bake. Every step answers, every word arrives, and a step beside the bake
-// is not much slower than one without (the bake runs at the least CPU
-// share). The figures of a full run are in docs/BENCHMARKS.md.
+// is not much slower than one without (the bake's machine has a quarter
+// of a driven desktop's CPU weight). The figures of a full run are in
+// docs/BENCHMARKS.md.
 func TestBusyHostKeepsItsPromises(t *testing.T) {
 	minimal := testenv.Snapshot(t, "minimal")
 	browser := testenv.Snapshot(t, "browser")
