@@ -32,13 +32,7 @@ import (
 // input waits for the guest's own clock and identity (WaitIdentity).
 func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
 	s := startActionStack(t)
-	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
-	s.waitFile(t, "/tmp/ready", "ready\n")
-
-	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, desktop.WaitNone)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mach := s.typedReady(t)
 	const lines = 2
 	text := "abcdefghijklmnopqrstuvwxyz0123456789"
 	func() {
@@ -143,12 +137,7 @@ func cpuCgroupDir(t *testing.T, pid int) string {
 // or lost.
 func TestBatchOutlivesAStoppedQEMU(t *testing.T) {
 	s := startActionStack(t)
-	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
-	s.waitFile(t, "/tmp/ready", "ready\n")
-	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, desktop.WaitNone)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mach := s.typedReady(t)
 	ctx := s.ctx(t)
 	before := s.changeCounter(ctx, t)
 	// Long enough to be typing still when the first keys show (the batch
@@ -187,6 +176,19 @@ func TestBatchOutlivesAStoppedQEMU(t *testing.T) {
 	}
 	t.Logf("the batch took %s across a %s stall", a.took.Round(time.Millisecond), stall)
 	s.waitFile(t, "/tmp/stalled", text+"\n")
+}
+
+// typedReady types a command into the fresh desktop's xterm, waits for
+// its file, and returns the desktop's machine.
+func (s *actionStack) typedReady(t *testing.T) desktop.Machine {
+	t.Helper()
+	s.actions(t, api.ActionsRequest{Actions: input.Batch{{Kind: input.KindType, Text: "echo ready > /tmp/ready\n"}}})
+	s.waitFile(t, "/tmp/ready", "ready\n")
+	mach, _, err := s.mgr.Machine(s.ctx(t), s.id, desktop.WaitNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mach
 }
 
 // changeCounter is the desktop screen's change counter now.

@@ -1,15 +1,8 @@
 package bench
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/warmdesk/warmdesk/hostd/config"
-	"github.com/warmdesk/warmdesk/internal/testenv"
 )
 
 // TestBusyHostKeepsItsPromises runs the busy suite's two phases that load
@@ -21,31 +14,7 @@ import (
 // of a driven desktop's CPU weight). The figures of a full run are in
 // docs/BENCHMARKS.md.
 func TestBusyHostKeepsItsPromises(t *testing.T) {
-	minimal := testenv.Snapshot(t, "minimal")
-	browser := testenv.Snapshot(t, "browser")
-	if err := os.Symlink(browser.Snapshot.Dir, filepath.Join(minimal.Catalog.Dir(), browser.Snapshot.Name)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	res, err := Run(ctx, Options{
-		Paths:           config.Paths{StateDir: testenv.DataDir(t), CacheDir: testenv.CacheDir(), RunDir: testenv.RunDir(t)},
-		SnapshotsDir:    minimal.Catalog.Dir(),
-		Snapshot:        minimal.Snapshot.Name,
-		BrowserSnapshot: browser.Snapshot.Name,
-		Suites:          []string{"busy"},
-		Busy:            BusyOptions{Steps: 50, Hogs: 3, BakeBeside: 1},
-		Log:             testenv.Logger(t),
-		Progress:        &progress,
-	})
-	t.Log(progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range res.Notes {
-		t.Log(n)
-	}
+	res := runOnMinimalAndBrowser(t, 20*time.Minute, Options{Suites: []string{"busy"}, Busy: BusyOptions{Steps: 50, Hogs: 3, BakeBeside: 1}})
 	for _, phase := range []string{"busy_hogs3", "busy_n1_bake_with", "busy_n1_bake_without"} {
 		for key, want := range map[string]float64{"_errors": 0, "_words_lost": 0} {
 			if v := res.Keys[phase+key]; v == nil || *v != want {
