@@ -13,10 +13,10 @@ import (
 // is not much slower than one without (the bake's machine has a quarter
 // of a driven desktop's CPU weight). The figures of a full run are in
 // docs/BENCHMARKS.md.
-// busyTestSteps is the loop's steps beside the spinning desktops: with
-// the bake's phase about 50 steps in all, enough to see a lost word of the
-// kind the busy suite found (1 in 20 to 50 at N = 4), in a third of the
-// suite's time at 50.
+// busyTestSteps is the loop's steps beside the spinning desktops. With
+// the bake's phase's steps, about 70 in all: enough to see a lost word of
+// the kind the busy suite found (1 to 2 in 100), and about 100 s less
+// than 50 here.
 const busyTestSteps = 20
 
 func TestBusyHostKeepsItsPromises(t *testing.T) {
