@@ -223,6 +223,15 @@ type BrowserTurnResult struct {
 	Content []browsertool.ToolResult `json:"content"`
 }
 
+// MixedTurnResult answers an assistant turn holding calls of both
+// Anthropic toolsets, computer and browser, posted to either endpoint:
+// the user message with a tool_result for each call, in order, each an
+// input.AnthropicToolResult or a browsertool.ToolResult.
+type MixedTurnResult struct {
+	Role    string `json:"role"` // "user"
+	Content []any  `json:"content"`
+}
+
 // GeminiTurnResult answers POST /v1/desktops/{id}/computer/gemini: the
 // user Content with a functionResponse part for each function call, in
 // order, ready to append to the conversation.

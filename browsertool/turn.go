@@ -93,6 +93,9 @@ func RunTurn(ctx context.Context, uses []ToolUse, toolset Toolset, exec Executor
 	return results, failed
 }
 
+// NotExecutedResult answers a call after a failed one.
+func NotExecutedResult(toolUseID string) ToolResult { return errorResult(toolUseID, NotExecuted) }
+
 // DisabledError is a call of a member the toolset's configs leave off.
 type DisabledError struct{ Member string }
 

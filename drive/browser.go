@@ -82,6 +82,10 @@ type browserLink struct {
 	opened  []string // tabs opened since the current call began
 	waiters []eventWaiter
 	dropped bool // the desktop is gone or reset: connect no more
+	// downloads are the ones under way; pending, their changes not yet
+	// on a successful result.
+	downloads map[string]*download
+	pending   []browsertool.StateChange
 }
 
 // browserTab is one page target.
@@ -95,6 +99,7 @@ type browserTab struct {
 	nodes   map[string]int64
 	nextRef int
 	console []string
+	network []*request
 }
 
 type eventWaiter struct {
@@ -155,6 +160,7 @@ func (b *browserLink) connect(ctx context.Context, dial devtools.DialFunc) error
 	}
 	b.mu.Lock()
 	b.tabs, b.active, b.opened, b.waiters = nil, nil, nil, nil
+	b.downloads, b.pending = nil, nil
 	b.mu.Unlock()
 	cdp, err := devtools.Connect(ctx, dial, b.event)
 	if err != nil {
@@ -166,6 +172,10 @@ func (b *browserLink) connect(ctx context.Context, dial devtools.DialFunc) error
 	if err := b.discover(ctx); err != nil {
 		cdp.Close()
 		return fmt.Errorf("list its tabs: %w", err)
+	}
+	if err := b.enableDownloads(ctx); err != nil {
+		cdp.Close()
+		return fmt.Errorf("have it report downloads: %w", err)
 	}
 	return nil
 }
@@ -292,6 +302,12 @@ func (b *browserLink) event(ev devtools.Event) {
 			tab.refs, tab.nodes = map[int64]string{}, map[string]int64{}
 			tab.url = p.Frame.URL
 		}
+	case "Browser.downloadWillBegin", "Browser.downloadProgress":
+		b.downloadEvent(ev.Method, ev.Params)
+	case "Network.requestWillBeSent", "Network.responseReceived", "Network.loadingFinished", "Network.loadingFailed":
+		if tab := b.bySession(ev.Session); tab != nil {
+			b.networkEvent(tab, ev.Method, ev.Params)
+		}
 	case "Runtime.consoleAPICalled":
 		if tab := b.bySession(ev.Session); tab != nil {
 			tab.console = append(tab.console, consoleLine(ev.Params))
@@ -347,7 +363,8 @@ func (b *browserLink) unexpect(ch <-chan json.RawMessage) {
 }
 
 // state is the browser_state of the tabs now, with the tabs opened since
-// the call began.
+// the call began and the downloads' changes not yet reported (now they
+// are).
 func (b *browserLink) state() *browsertool.BrowserState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -360,6 +377,8 @@ func (b *browserLink) state() *browsertool.BrowserState {
 			st.StateChanges = append(st.StateChanges, browsertool.StateChange{Type: "tab_opened", TabID: id})
 		}
 	}
+	st.StateChanges = append(st.StateChanges, b.pending...)
+	b.pending = nil
 	return st
 }
 

@@ -21,8 +21,8 @@ type browserExec struct {
 
 var _ browsertool.Executor = (*browserExec)(nil)
 
-// errNotBuilt answers the members this executor does not run yet, in the
-// SDK's words.
+// errNotBuilt answers a member this executor does not run (one added to
+// package browsertool and not here), in the SDK's words.
 func errNotBuilt(member string) error {
 	return fmt.Errorf("The browser toolset member '%s' is not available in this environment.", member)
 }
@@ -59,7 +59,7 @@ func (x *browserExec) Run(ctx context.Context, c browsertool.Call) (browsertool.
 		return browsertool.Outcome{}, err
 	}
 	x.b.mu.Lock()
-	changed := len(x.b.opened) > 0 || tab.url != before
+	changed := len(x.b.opened) > 0 || tab.url != before || len(x.b.pending) > 0
 	x.b.mu.Unlock()
 	if changed || c.Member == browsertool.Navigate {
 		out.State = x.b.state()
@@ -107,7 +107,7 @@ func (x *browserExec) tab(ctx context.Context, id string) (*browserTab, error) {
 	x.b.mu.Lock()
 	tab.session = attached.Session
 	x.b.mu.Unlock()
-	for _, m := range []string{"Page.enable", "Runtime.enable"} {
+	for _, m := range []string{"Page.enable", "Runtime.enable", "Network.enable"} {
 		if err := x.b.cdp.Call(ctx, attached.Session, m, nil, nil); err != nil {
 			x.b.mu.Lock()
 			tab.session = "" // attached again, and enabled, by the next call
@@ -304,6 +304,10 @@ func (x *browserExec) member(ctx context.Context, tab *browserTab, c browsertool
 		tab.console = nil
 		x.b.mu.Unlock()
 		return text(strings.Join(lines, "\n"))
+	case browsertool.ReadNetwork:
+		return text(x.b.readNetwork(tab))
+	case browsertool.FileUpload:
+		return x.fileUpload(ctx, tab, c)
 	}
 	return browsertool.Outcome{}, errNotBuilt(c.Member)
 }

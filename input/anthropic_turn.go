@@ -17,6 +17,14 @@ import (
 // AnthropicNotExecuted is the tool_result text of a call after a failed one.
 const AnthropicNotExecuted = "Not executed: an earlier computer action in this turn failed."
 
+// AnthropicNotExecutedResult answers a call after a failed one.
+func AnthropicNotExecutedResult(toolUseID string) AnthropicToolResult {
+	return AnthropicToolResult{
+		Type: "tool_result", ToolUseID: toolUseID, IsError: true,
+		Content: []AnthropicBlock{{Type: "text", Text: AnthropicNotExecuted}},
+	}
+}
+
 // AnthropicToolUse is one tool_use block of an assistant turn.
 type AnthropicToolUse struct {
 	ID    string          `json:"id"`
@@ -53,7 +61,8 @@ func DecodeAnthropicTurn(body []byte) (uses []AnthropicToolUse, others []string,
 	}
 	for i, raw := range blocks {
 		var b struct {
-			Type string `json:"type"`
+			Type        string `json:"type"`
+			ToolsetName string `json:"toolset_name"`
 			AnthropicToolUse
 		}
 		if err := json.Unmarshal(raw, &b); err != nil {
@@ -62,7 +71,9 @@ func DecodeAnthropicTurn(body []byte) (uses []AnthropicToolUse, others []string,
 		if b.Type != "tool_use" {
 			continue
 		}
-		if !IsAnthropicComputerTool(b.Name) {
+		// Another toolset's member may share a computer member's name
+		// (the browser toolset's left_click): dispatch on both.
+		if (b.ToolsetName != "" && b.ToolsetName != "computer") || !IsAnthropicComputerTool(b.Name) {
 			others = append(others, b.Name)
 			continue
 		}
@@ -189,10 +200,7 @@ func RunAnthropicTurn(uses []AnthropicToolUse, disabled map[string]bool, run Ant
 	failed = -1
 	for i, u := range uses {
 		if failed >= 0 {
-			results = append(results, AnthropicToolResult{
-				Type: "tool_result", ToolUseID: u.ID, IsError: true,
-				Content: []AnthropicBlock{{Type: "text", Text: AnthropicNotExecuted}},
-			})
+			results = append(results, AnthropicNotExecutedResult(u.ID))
 			continue
 		}
 		var call AnthropicCall

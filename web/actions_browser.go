@@ -1,8 +1,6 @@
 package web
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -10,7 +8,6 @@ import (
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/browsertool"
-	"github.com/warmdesk/warmdesk/input"
 )
 
 // postBrowserTurn runs an assistant turn of Anthropic's browser toolset
@@ -28,24 +25,21 @@ func (s *Server) postBrowserTurn(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if isMixedTurn(body) {
+		if spec, ok := adapterSpec(c, "display_width_px", "display_height_px"); ok {
+			s.mixedTurn(c, spec, body)
+		}
+		return
+	}
 	uses, others, err := browsertool.DecodeTurn(body)
 	if err != nil {
 		failWith(c, err)
 		return
 	}
-	toolset := browsertool.DefaultToolset()
-	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '{' {
-		var msg struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		if err := json.Unmarshal(b, &msg); err != nil {
-			failWith(c, &input.ValidationError{Field: "tools", Reason: "a list of tools entries: " + err.Error()})
-			return
-		}
-		if toolset, err = browsertool.DecodeToolset(msg.Tools); err != nil {
-			failWith(c, err)
-			return
-		}
+	toolset, err := decodeBrowserToolset(body)
+	if err != nil {
+		failWith(c, err)
+		return
 	}
 	results, failed, err := s.cfg.Drive.BrowserTurn(c.Request.Context(), c.Param("id"), uses, toolset)
 	if err != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,10 @@ func (s *Server) postAnthropic(c *gin.Context) {
 	}
 	spec, ok := adapterSpec(c, "display_width_px", "display_height_px")
 	if !ok {
+		return
+	}
+	if isMixedTurn(body) {
+		s.mixedTurn(c, spec, body)
 		return
 	}
 	if input.IsAnthropicTurn(body) {
@@ -93,15 +98,7 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		return
 	}
 	spec.NoUpscale = !isDaemon(c)
-	results, failed := input.RunAnthropicTurn(uses, disabled, func(call input.AnthropicCall) (input.BatchResult, *input.Image, []string, error) {
-		req := spec
-		req.Batch, req.Screenshot = call.Batch, call.WantsScreenshot()
-		out, err := s.cfg.Drive.Run(c.Request.Context(), id, req)
-		if err == nil {
-			err = out.Err
-		}
-		return out.Result, pictureImage(out), out.Notes(), err
-	})
+	results, failed := s.runComputerCalls(c.Request.Context(), id, spec, uses, disabled)
 	if len(others) > 0 {
 		c.Header("X-Warmdesk-Other-Tools", strings.Join(others, ","))
 	}
@@ -109,6 +106,20 @@ func (s *Server) anthropicTurn(c *gin.Context, spec drive.Request, body []byte) 
 		c.Header("X-Warmdesk-Failed-Call", strconv.Itoa(failed))
 	}
 	c.JSON(http.StatusOK, api.AnthropicTurnResult{Role: "user", Content: results})
+}
+
+// runComputerCalls runs a turn's computer calls in order through the drive
+// service, each like a single call, stopping at the first failure.
+func (s *Server) runComputerCalls(ctx context.Context, id string, spec drive.Request, uses []input.AnthropicToolUse, disabled map[string]bool) ([]input.AnthropicToolResult, int) {
+	return input.RunAnthropicTurn(uses, disabled, func(call input.AnthropicCall) (input.BatchResult, *input.Image, []string, error) {
+		req := spec
+		req.Batch, req.Screenshot = call.Batch, call.WantsScreenshot()
+		out, err := s.cfg.Drive.Run(ctx, id, req)
+		if err == nil {
+			err = out.Err
+		}
+		return out.Result, pictureImage(out), out.Notes(), err
+	})
 }
 
 // postGemini runs a Gemini computer-use turn: one function call, an array
