@@ -19,13 +19,16 @@ import (
 )
 
 // toolsetPage is a form on the host's loopback: filled by refs, it shows
-// what was sent in place; it logs to the console on load.
+// what was sent in place, and the name and size of a file attached; it
+// logs to the console on load, and links a report that downloads.
 const toolsetPage = `<!doctype html><title>toolset form</title>
 <h1>Sign up</h1>
 <label>Name <input id=fullname></label>
 <label>Color <select id=color><option value=r>Red</option><option value=b>Blue</option></select></label>
 <label><input type=checkbox id=sub> Subscribe</label>
 <button id=send onclick="out.textContent = 'Thanks ' + fullname.value + ', color ' + color.value + ', subscribed ' + sub.checked">Send</button>
+<label>Attachment <input type=file id=up onchange="out.textContent = 'attached ' + up.files[0].name + ' of ' + up.files[0].size + ' bytes'"></label>
+<a href=/report.csv>Report</a>
 <p id=out></p>
 <script>console.log("form ready")</script>`
 
@@ -39,6 +42,12 @@ const toolsetPage = `<!doctype html><title>toolset form</title>
 func TestBrowserToolsetEndToEnd(t *testing.T) {
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/report.csv" {
+			w.Header().Set("Content-Type", "text/csv")
+			w.Header().Set("Content-Disposition", `attachment; filename="report.csv"`)
+			io.WriteString(w, reportCSV)
+			return
+		}
 		if r.URL.Path == "/other" {
 			io.WriteString(w, "<title>other page</title><p>another page")
 			return
@@ -70,25 +79,7 @@ func TestBrowserToolsetEndToEnd(t *testing.T) {
 		t.Logf("turn of %d in %s", len(res.Content), time.Since(start).Round(time.Millisecond))
 		return res, failed
 	}
-	use := func(id, name, input string) string {
-		return fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"toolset_name":"browser","input":%s}`, id, name, input)
-	}
-	text := func(r browsertool.ToolResult) string {
-		for _, b := range r.Content {
-			if b.Type == "text" {
-				return b.Text
-			}
-		}
-		return ""
-	}
-	state := func(r browsertool.ToolResult) *browsertool.BrowserState {
-		for _, b := range r.Content {
-			if b.Type == "browser_state" {
-				return b.BrowserState
-			}
-		}
-		return nil
-	}
+	use, text, state := browserUse, resultText, resultState
 
 	// The first turn connects to the desktop's Chromium.
 	res, failed := turn(t, "["+use("l0", "list_tabs", `{}`)+"]")
@@ -190,6 +181,8 @@ func TestBrowserToolsetEndToEnd(t *testing.T) {
 		t.Errorf("screenshot answered %+v", c)
 	}
 
+	t.Run("files and the network", func(t *testing.T) { filesAndNetwork(ctx, t, h, d.ID, form) })
+
 	// A person holding control refuses a browser click, as every input.
 	if err := h.c.Do(ctx, http.MethodPost, "/v1/desktops/"+d.ID+"/control", api.SetControl{Holder: "person", By: "tester"}, nil); err != nil {
 		t.Fatal(err)
@@ -219,4 +212,144 @@ func TestBrowserToolsetEndToEnd(t *testing.T) {
 	if strings.Contains(joined, "browser key") {
 		t.Errorf("a call not executed is in the action log:\n%s", joined)
 	}
+}
+
+const reportCSV = "region,total\nnorth,12\nsouth,30\n"
+
+// filesAndNetwork: a file put into the desktop attached by file_upload; the
+// form page's requests in read_network; the report link's download
+// reported (started, then completed with where it was saved and its size)
+// and its file in the desktop; a turn of both toolsets run in order.
+func filesAndNetwork(ctx context.Context, t *testing.T, h *host, id, form string) {
+	use, text, state := browserUse, resultText, resultState
+	turn := func(body string) (api.BrowserTurnResult, int) {
+		t.Helper()
+		res, failed, err := h.c.BrowserTurn(ctx, id, json.RawMessage(body))
+		if err != nil {
+			t.Fatalf("turn %s: %v", body, err)
+		}
+		return res, failed
+	}
+	const attachment = "fourteen bytes"
+	if _, err := h.c.WriteFile(ctx, id, "/tmp/notes.txt", strings.NewReader(attachment)); err != nil {
+		t.Fatal(err)
+	}
+	optional := func(calls ...string) string {
+		return `{"tools":[{"type":"browser_toolset_20260801","configs":{"file_upload":{"enabled":true},"read_network":{"enabled":true}}}],"content":[` + strings.Join(calls, ",") + "]}"
+	}
+	res, failed := turn(optional(use("n", "navigate", `{"url":"`+form+`"}`), use("r", "find", `{"query":"Attachment"}`), use("w", "read_network", `{}`)))
+	if failed != -1 {
+		t.Fatalf("navigate, find, read_network: %+v", res)
+	}
+	if got := text(res.Content[2]); !strings.Contains(got, "GET "+form+" 200 text/html") {
+		t.Errorf("read_network after the navigation:\n%s", got)
+	}
+	found := text(res.Content[1])
+	m := regexp.MustCompile(`"Attachment"[^\n]*\[(ref_[0-9]+)\]`).FindStringSubmatch(found)
+	if m == nil {
+		t.Fatalf("find Attachment answered:\n%s", found)
+	}
+	upload := `{"target":{"type":"ref","ref":"` + m[1] + `"},"paths":["/tmp/notes.txt"]}`
+	res, failed = turn(optional(use("u", "file_upload", upload), use("g", "get_page_text", `{}`),
+		use("u2", "file_upload", `{"target":{"type":"ref","ref":"`+m[1]+`"},"paths":["/tmp/not-there.txt"]}`)))
+	if failed != 2 || !strings.Contains(text(res.Content[1]), fmt.Sprintf("attached notes.txt of %d bytes", len(attachment))) {
+		t.Errorf("file_upload: failed %d, page %q", failed, text(res.Content[1]))
+	}
+	if got := text(res.Content[2]); !strings.Contains(got, "/tmp/not-there.txt") {
+		t.Errorf("a file not in the desktop: %q", got)
+	}
+
+	// The report link downloads: reported on the results that follow.
+	read, _ := turn("[" + use("r2", "find", `{"query":"Report"}`) + "]")
+	m = regexp.MustCompile(`"Report"[^\n]*\[(ref_[0-9]+)\]`).FindStringSubmatch(text(read.Content[0]))
+	if m == nil {
+		t.Fatalf("find Report answered:\n%s", text(read.Content[0]))
+	}
+	res, failed = turn("[" + use("d", "left_click", `{"target":{"type":"ref","ref":"`+m[1]+`"}}`) + "]")
+	if failed != -1 {
+		t.Fatalf("click the report link: %+v", res)
+	}
+	var changes []browsertool.StateChange
+	if st := state(res.Content[0]); st != nil {
+		changes = append(changes, st.StateChanges...)
+	}
+	completed := func() *browsertool.StateChange {
+		for i := range changes {
+			if changes[i].Type == "download_completed" {
+				return &changes[i]
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(time.Minute)
+	for completed() == nil && time.Now().Before(deadline) {
+		res, _ = turn("[" + use("w", "wait", `{"duration":0.5}`) + "]")
+		if st := state(res.Content[0]); st != nil {
+			changes = append(changes, st.StateChanges...)
+		}
+	}
+	done := completed()
+	if done == nil || done.SizeBytes == nil || *done.SizeBytes != int64(len(reportCSV)) || !strings.HasSuffix(done.Path, "/report.csv") {
+		t.Fatalf("the download's changes: %+v", changes)
+	}
+	if changes[0].Type != "download_started" || changes[0].DownloadID != done.DownloadID {
+		t.Errorf("the download's first change: %+v", changes[0])
+	}
+	var saved strings.Builder
+	if _, err := h.c.ReadFile(ctx, id, done.Path, &saved); err != nil || saved.String() != reportCSV {
+		t.Errorf("the downloaded file %s: %v %q", done.Path, err, saved.String())
+	}
+
+	// Both toolsets in one turn, on the browser endpoint's sibling: the
+	// computer's screenshot, the browser's page text, the computer's key.
+	mixed := `[{"type":"tool_use","id":"m1","name":"screenshot","toolset_name":"computer","input":{}},` +
+		use("m2", "get_page_text", `{}`) + `,{"type":"tool_use","id":"m3","name":"key","toolset_name":"computer","input":{"text":"Escape"}}]`
+	var out struct {
+		Content []struct {
+			ToolUseID   string `json:"tool_use_id"`
+			ToolsetName string `json:"toolset_name"`
+			IsError     bool   `json:"is_error"`
+			Content     []struct{ Type, Text string }
+		} `json:"content"`
+	}
+	if err := h.c.Do(ctx, http.MethodPost, "/v1/desktops/"+id+"/computer/anthropic", json.RawMessage(mixed), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Content) != 3 {
+		t.Fatalf("a mixed turn answered %+v", out)
+	}
+	if r := out.Content[0]; r.ToolUseID != "m1" || r.IsError || len(r.Content) == 0 || r.Content[0].Type != "image" {
+		t.Errorf("the computer's screenshot: %+v", r)
+	}
+	if r := out.Content[1]; r.ToolUseID != "m2" || r.IsError || r.ToolsetName != "browser" || !strings.Contains(r.Content[0].Text, "Sign up") {
+		t.Errorf("the browser's page text: %+v", r)
+	}
+	if r := out.Content[2]; r.ToolUseID != "m3" || r.IsError {
+		t.Errorf("the computer's key: %+v", r)
+	}
+}
+
+// browserUse is a browser member's tool_use block.
+func browserUse(id, name, input string) string {
+	return fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"toolset_name":"browser","input":%s}`, id, name, input)
+}
+
+// resultText is a tool_result's first text block.
+func resultText(r browsertool.ToolResult) string {
+	for _, b := range r.Content {
+		if b.Type == "text" {
+			return b.Text
+		}
+	}
+	return ""
+}
+
+// resultState is a tool_result's browser_state block, or nil.
+func resultState(r browsertool.ToolResult) *browsertool.BrowserState {
+	for _, b := range r.Content {
+		if b.Type == "browser_state" {
+			return b.BrowserState
+		}
+	}
+	return nil
 }
