@@ -212,6 +212,17 @@ func TestBrowserToolsetEndToEnd(t *testing.T) {
 	if strings.Contains(joined, "browser key") {
 		t.Errorf("a call not executed is in the action log:\n%s", joined)
 	}
+
+	// After a reset the toolset reaches the new guest's Chromium, its
+	// tabs named afresh: the start page, none of the pages above.
+	if _, err := h.c.Reset(ctx, d.ID, api.Reset{}); err != nil {
+		t.Fatal(err)
+	}
+	res, failed = turn(t, "["+use("a", "list_tabs", `{}`)+"]")
+	st := state(res.Content[0])
+	if failed != -1 || st == nil || len(st.Tabs) != 1 || !strings.HasPrefix(st.Tabs[0].URL, "file://") {
+		t.Errorf("list_tabs after a reset: %+v", res)
+	}
 }
 
 const reportCSV = "region,total\nnorth,12\nsouth,30\n"
