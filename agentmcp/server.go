@@ -111,6 +111,7 @@ func NewServer(o Options) *mcp.Server {
 		mcp.AddTool(srv, &mcp.Tool{Name: "list_snapshots", Description: "List the snapshots desktops can be created from (needs the host's token)."}, s.listSnapshots)
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription}, s.computer)
+	mcp.AddTool(srv, &mcp.Tool{Name: "browser", Description: browserDescription, InputSchema: browserSchema()}, s.browser)
 	mcp.AddTool(srv, &mcp.Tool{Name: "windows", Description: windowsDescription}, s.windows)
 	mcp.AddTool(srv, &mcp.Tool{Name: "accessibility", Description: accessibilityDescription}, s.accessibility)
 	if shell {

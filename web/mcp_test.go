@@ -254,8 +254,8 @@ func TestMCPWithADesktopsToken(t *testing.T) {
 		t.Error("a view token opened an MCP session: its tools would all drive")
 	}
 	for role, want := range map[string]string{
-		"control": "accessibility computer reset_desktop windows",
-		"shell":   "accessibility computer exec read_file reset_desktop windows write_file",
+		"control": "accessibility browser computer reset_desktop windows",
+		"shell":   "accessibility browser computer exec read_file reset_desktop windows write_file",
 	} {
 		cs, err := mcpSession(t, hs.URL+"/mcp", issue(role))
 		if err != nil {

@@ -32,7 +32,7 @@ import (
 )
 
 // Suites, in the order they run.
-var Suites = []string{"create", "screenshot", "action", "windows", "trials", "density", "fork", "network", "volume", "e2b", "peers", "fleet", "busy"}
+var Suites = []string{"create", "screenshot", "action", "windows", "trials", "browsertool", "density", "fork", "network", "volume", "e2b", "peers", "fleet", "busy"}
 
 // Options configure a run.
 type Options struct {
@@ -52,7 +52,8 @@ type Options struct {
 	// null.
 	E2BSnapshot, E2BDir string
 	Suites              []string
-	// N is the number of samples per create method (cold boots: ColdN).
+	// N is the number of samples per create method (cold boots: ColdN),
+	// and of the browsertool suite's calls and turns.
 	N, ColdN int
 	// K is the number of idle desktops of the density suite.
 	K int
@@ -261,6 +262,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = e.windowsSuite(ctx)
 		case "trials":
 			err = e.trialsSuite(ctx)
+		case "browsertool":
+			err = e.browsertoolSuite(ctx)
 		case "density":
 			err = e.densitySuite(ctx)
 		case "fork":

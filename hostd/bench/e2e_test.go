@@ -20,7 +20,7 @@ import (
 // suites that ran comes out as a number, or null with a note. The trials
 // and the busy suite's loaded phases have tests of their own
 // (TestTrialsLandEveryTime, TestBusyHostKeepsItsPromises); here the busy
-// suite, without a browser snapshot, only answers null.
+// and browsertool suites, without a browser snapshot, only answer null.
 func TestSmokeEverySuite(t *testing.T) {
 	baked := testenv.Snapshot(t, "minimal")
 	state := testenv.DataDir(t)
@@ -56,8 +56,8 @@ func TestSmokeEverySuite(t *testing.T) {
 			t.Errorf("%s = %v, want a measured positive number", key, v)
 		}
 	}
-	for _, key := range []string{"busy_n1_step_p50_ms", "create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "type_click_sync_p50_ms", "accessibility_walk_p50_ms", "accessibility_nodes", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio", "e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms", "peers_click_xdotool_p50_ms", "peers_step_ratio",
-		"pss_cow_tcg_mb", "pss_cow_guest_dirtied_mb", "create_pool_cold_mirror_p50_ms", "create_pool_phase_first_frame_p50_ms", "create_nopool_phase_spawn_p50_ms"} {
+	for _, key := range append([]string{"busy_n1_step_p50_ms", "create_libvirt_p50_ms", "pss_per_desktop_mb_libvirt", "click_type_sync_p50_ms", "type_click_sync_p50_ms", "accessibility_walk_p50_ms", "accessibility_nodes", "devtools_connect_p50_ms", "playwright_connect_p50_ms", "rec_typing_frames_per_s", "create_compare_over_base_ratio", "e2b_create_p50_ms", "e2b_sdk_screenshot_p50_ms", "peers_click_xdotool_p50_ms", "peers_step_ratio",
+		"pss_cow_tcg_mb", "pss_cow_guest_dirtied_mb", "create_pool_cold_mirror_p50_ms", "create_pool_phase_first_frame_p50_ms", "create_nopool_phase_spawn_p50_ms"}, browsertoolKeys...) {
 		v, ok := res.Keys[key]
 		if !ok {
 			t.Errorf("%s missing: it must be a number or null with a note", key)
