@@ -4,23 +4,21 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/drive"
 )
 
-// envd's filesystem service, over small shell helpers in the guest (run as
-// the call's user, so permissions are the user's): find(1) describes
-// entries, NUL-separated so that no file name can break the parse.
+// envd's filesystem service, on drive's file operations (run in the guest
+// as the call's user, so permissions are the user's).
 
 // entryInfo is envd's EntryInfo.
 type entryInfo struct {
@@ -36,73 +34,26 @@ type entryInfo struct {
 	SymlinkTarget *string   `json:"symlinkTarget,omitempty"`
 }
 
-// entryFormat is find -printf's format for one entry: type, size, octal
-// permissions, symbolic ones, owner, group, mtime, link target, path.
-const entryFormat = `%y\0%s\0%m\0%M\0%u\0%g\0%T@\0%l\0%p\0`
-
-const entryFields = 9
-
-// parseEntries reads entryFormat's output.
-func parseEntries(out []byte) ([]entryInfo, error) {
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if out[len(out)-1] != 0 {
-		return nil, fmt.Errorf("entry list cut short")
-	}
-	fields := strings.Split(string(out[:len(out)-1]), "\x00")
-	if len(fields)%entryFields != 0 {
-		return nil, fmt.Errorf("entry list of %d fields: not a multiple of %d", len(fields), entryFields)
-	}
-	var entries []entryInfo
-	for i := 0; i < len(fields); i += entryFields {
-		f := fields[i : i+entryFields]
-		size, err1 := strconv.ParseInt(f[1], 10, 64)
-		mode, err2 := strconv.ParseUint(f[2], 8, 32)
-		secs, err3 := strconv.ParseFloat(f[6], 64)
-		if err := errors.Join(err1, err2, err3); err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || !path.IsAbs(f[8]) {
-			return nil, fmt.Errorf("entry %q: malformed description", f[8])
-		}
-		e := entryInfo{Name: path.Base(f[8]), Path: f[8], Size: strconv.FormatInt(size, 10), Mode: uint32(mode),
-			Permissions: f[3], Owner: f[4], Group: f[5], ModifiedTime: time.Unix(0, int64(secs*1e9)).UTC()}
-		switch f[0] {
-		case "f":
-			e.Type = "FILE_TYPE_FILE"
-		case "d":
-			e.Type = "FILE_TYPE_DIRECTORY"
-		case "l":
-			e.Type = "FILE_TYPE_SYMLINK"
-			target := f[7]
-			e.SymlinkTarget = &target
-		default:
-			e.Type = "FILE_TYPE_UNSPECIFIED" // sockets, devices: the SDK skips them
-		}
-		entries = append(entries, e)
-	}
-	return entries, nil
+// fileTypes are envd's names of drive's file types; the SDK skips
+// FILE_TYPE_UNSPECIFIED (sockets, devices).
+var fileTypes = map[drive.FileType]string{
+	drive.FileRegular: "FILE_TYPE_FILE",
+	drive.FileDir:     "FILE_TYPE_DIRECTORY",
+	drive.FileSymlink: "FILE_TYPE_SYMLINK",
 }
 
-// Exit codes of the filesystem helpers.
-const (
-	exitNotFound = 2
-	exitNotDir   = 3
-	exitExists   = 4
-)
-
-const (
-	mustExist = `[ -e "$1" ] || [ -L "$1" ] || { echo "$1 does not exist" >&2; exit 2; }
-`
-	describe = `find "$1" -maxdepth 0 -printf '` + entryFormat + `'`
-)
-
-var fsScripts = map[string]string{
-	"Stat": mustExist + describe,
-	"ListDir": mustExist + `[ -d "$1" ] || { echo "$1 is not a directory" >&2; exit 3; }
-find "$1" -mindepth 1 -maxdepth "$2" -printf '` + entryFormat + `'`,
-	"MakeDir": `if [ -e "$1" ]; then echo "$1 already exists" >&2; exit 4; fi
-mkdir -p -- "$1" && ` + describe,
-	"Move":   mustExist + `mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && set -- "$2" && ` + describe,
-	"Remove": mustExist + `rm -rf -- "$1"`,
+// entryOf is a drive entry as envd's.
+func entryOf(e drive.FileEntry) entryInfo {
+	info := entryInfo{Name: e.Name, Type: fileTypes[e.Type], Path: e.Path, Size: strconv.FormatInt(e.Size, 10), Mode: e.Mode,
+		Permissions: e.Permissions, Owner: e.Owner, Group: e.Group, ModifiedTime: e.Modified}
+	if info.Type == "" {
+		info.Type = "FILE_TYPE_UNSPECIFIED"
+	}
+	if e.Type == drive.FileSymlink {
+		target := e.SymlinkTarget
+		info.SymlinkTarget = &target
+	}
+	return info
 }
 
 // fsRequest is the union of the filesystem requests' fields.
@@ -113,14 +64,13 @@ type fsRequest struct {
 	Destination string `json:"destination"`
 }
 
-// maxDepth bounds a ListDir.
-const maxDepth = 64
+// fsMethods are the filesystem RPCs served.
+var fsMethods = []string{"Stat", "ListDir", "MakeDir", "Move", "Remove"}
 
 // filesystemRPC serves filesystem.Filesystem/{method}.
 func (s *Server) filesystemRPC(w http.ResponseWriter, r *http.Request, d desktop.Desktop) {
 	method := r.PathValue("method")
-	script, ok := fsScripts[method]
-	if !ok {
+	if !slices.Contains(fsMethods, method) {
 		writeUnaryError(w, rpcErrorf(CodeUnimplemented, "filesystem.Filesystem/%s is not implemented by warmdesk (directory watching is not built: docs/E2B.md)", method))
 		return
 	}
@@ -138,80 +88,67 @@ func (s *Server) filesystemRPC(w http.ResponseWriter, r *http.Request, d desktop
 		writeUnaryError(w, rpcOf(err))
 		return
 	}
-	var args []string
-	switch method {
-	case "Move":
+	answer, err := s.filesystem(r.Context(), d.ID, a, method, req)
+	if err != nil {
+		writeUnaryError(w, fsError(err))
+		return
+	}
+	writeUnary(w, answer)
+}
+
+// filesystem runs one filesystem call and returns its answer.
+func (s *Server) filesystem(ctx context.Context, sandbox string, a account, method string, req fsRequest) (any, error) {
+	type entryAnswer struct {
+		Entry entryInfo `json:"entry"`
+	}
+	g, user := s.cfg.Guest, a.guest()
+	if method == "Move" {
 		src, err1 := resolvePath(req.Source, a)
 		dst, err2 := resolvePath(req.Destination, a)
 		if err := errors.Join(err1, err2); err != nil {
-			writeUnaryError(w, rpcErrorf(CodeInvalidArgument, "move: source and destination: %v", err))
-			return
+			return nil, rpcErrorf(CodeInvalidArgument, "move: source and destination: %v", err)
 		}
-		args = []string{src, dst}
-	default:
-		p, err := resolvePath(req.Path, a)
-		if err != nil {
-			writeUnaryError(w, err)
-			return
-		}
-		args = []string{p}
-		if method == "ListDir" {
-			depth := max(req.Depth, 1)
-			if depth > maxDepth {
-				writeUnaryError(w, rpcErrorf(CodeInvalidArgument, "depth %d: at most %d", depth, maxDepth))
-				return
-			}
-			args = append(args, strconv.Itoa(int(depth)))
-		}
+		e, err := g.Move(ctx, sandbox, user, src, dst)
+		return entryAnswer{entryOf(e)}, err
 	}
-	if method == "Remove" && s.shots.remove(d.ID, args[0]) {
-		writeUnary(w, struct{}{}) // a fast screenshot, never in the guest
-		return
-	}
-	res, err := s.run(r.Context(), d.ID, asUser(a, script, args...))
+	p, err := resolvePath(req.Path, a)
 	if err != nil {
-		writeUnaryError(w, rpcOf(err))
-		return
-	}
-	switch res.code {
-	case 0:
-	case exitNotFound:
-		writeUnaryError(w, rpcErrorf(CodeNotFound, "%s", res.message()))
-		return
-	case exitNotDir:
-		writeUnaryError(w, rpcErrorf(CodeInvalidArgument, "%s", res.message()))
-		return
-	case exitExists:
-		writeUnaryError(w, rpcErrorf(CodeAlreadyExists, "%s", res.message()))
-		return
-	default:
-		writeUnaryError(w, rpcErrorf(CodeInternal, "%s %v: %s (exit %d)", method, args, res.message(), res.code))
-		return
-	}
-	entries, err := parseEntries(res.stdout)
-	if err != nil {
-		writeUnaryError(w, rpcErrorf(CodeInternal, "%s: %v", method, err))
-		return
+		return nil, err
 	}
 	switch method {
 	case "ListDir":
-		if entries == nil {
-			entries = []entryInfo{}
+		entries, err := g.ListDir(ctx, sandbox, user, p, int(max(req.Depth, 1)))
+		infos := make([]entryInfo, 0, len(entries))
+		for _, e := range entries {
+			infos = append(infos, entryOf(e))
 		}
-		writeUnary(w, struct {
+		return struct {
 			Entries []entryInfo `json:"entries"`
-		}{entries})
+		}{infos}, err
 	case "Remove":
-		writeUnary(w, struct{}{})
-	default:
-		if len(entries) != 1 {
-			writeUnaryError(w, rpcErrorf(CodeInternal, "%s: %d entries described, want 1", method, len(entries)))
-			return
+		if s.shots.remove(sandbox, p) {
+			return struct{}{}, nil // a fast screenshot, never in the guest
 		}
-		writeUnary(w, struct {
-			Entry entryInfo `json:"entry"`
-		}{entries[0]})
+		return struct{}{}, g.Remove(ctx, sandbox, user, p)
+	case "MakeDir":
+		e, err := g.MakeDir(ctx, sandbox, user, p)
+		return entryAnswer{entryOf(e)}, err
 	}
+	e, err := g.Stat(ctx, sandbox, user, p)
+	return entryAnswer{entryOf(e)}, err
+}
+
+// fsError is envd's code for a filesystem call's error.
+func fsError(err error) *RPCError {
+	for _, m := range []struct {
+		err  error
+		code string
+	}{{drive.ErrNotExist, CodeNotFound}, {drive.ErrNotDir, CodeInvalidArgument}, {drive.ErrExist, CodeAlreadyExists}, {drive.ErrTooLarge, CodeResourceExhausted}} {
+		if errors.Is(err, m.err) {
+			return &RPCError{Code: m.code, Message: err.Error()}
+		}
+	}
+	return rpcOf(err)
 }
 
 // envdError answers /files in envd's JSON error shape.

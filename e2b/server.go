@@ -47,6 +47,12 @@ type Guest interface {
 	Signal(ctx context.Context, id string, pid int, signal string) error
 	ReadFile(ctx context.Context, id, path string) (drive.GuestFile, error)
 	WriteFile(ctx context.Context, id, path string, r io.Reader) (int64, error)
+	// The filesystem service's calls, as the call's user.
+	Stat(ctx context.Context, id string, user drive.GuestUser, path string) (drive.FileEntry, error)
+	ListDir(ctx context.Context, id string, user drive.GuestUser, path string, depth int) ([]drive.FileEntry, error)
+	MakeDir(ctx context.Context, id string, user drive.GuestUser, path string) (drive.FileEntry, error)
+	Move(ctx context.Context, id string, user drive.GuestUser, src, dst string) (drive.FileEntry, error)
+	Remove(ctx context.Context, id string, user drive.GuestUser, path string) error
 	// For the fast paths: the screen mirror and the input path.
 	LiveScreen(ctx context.Context, id string) (drive.Screen, desktop.Desktop, error)
 	Run(ctx context.Context, id string, req drive.Request) (drive.Outcome, error)

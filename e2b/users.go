@@ -215,14 +215,12 @@ func (s *Server) runAs(ctx context.Context, d desktop.Desktop, asked string, cfg
 	return req, nil
 }
 
-// wrap runs a program as the account: setpriv(1) changes the ids and
-// nothing else (it is about twice as quick as runuser under TCG, which
-// opens a PAM session); the caller sets HOME and the rest.
+// guest is the account as drive knows a guest user.
+func (a account) guest() drive.GuestUser { return drive.GuestUser{UID: a.uid, GID: a.gid} }
+
+// wrap runs a program as the account; the caller sets HOME and the rest.
 func (a account) wrap(program string, args []string) (string, []string) {
-	if a.uid == "0" {
-		return program, args
-	}
-	return "setpriv", append([]string{"--reuid=" + a.uid, "--regid=" + a.gid, "--init-groups", "--", program}, args...)
+	return a.guest().Wrap(program, args)
 }
 
 // asUser wraps a helper script to run as the account.
