@@ -53,7 +53,8 @@ type Options struct {
 	E2BSnapshot, E2BDir string
 	Suites              []string
 	// N is the number of samples per create method (cold boots: ColdN),
-	// and of the browsertool suite's calls and turns.
+	// of the browsertool suite's calls and turns, and scales the network
+	// and volume suites' samples.
 	N, ColdN int
 	// K is the number of idle desktops of the density suite.
 	K int

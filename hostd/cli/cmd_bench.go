@@ -21,7 +21,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.E2BSnapshot, "e2b-snapshot", "e2b-desktop", "the e2b-desktop recipe's snapshot, for the e2b suite (E2B's @e2b/desktop SDK) and the peers suite (it has xdotool and scrot)")
 	fs.StringVar(&o.E2BDir, "e2b-dir", "examples/e2b", "directory whose node_modules has @e2b/desktop, for the e2b suite")
 	suites := fs.String("suites", strings.Join(bench.Suites, ","), "suites to run, comma-separated: "+strings.Join(bench.Suites, ", "))
-	fs.IntVar(&o.N, "n", 20, "samples per create method, and per call in the suites that sample calls (browsertool)")
+	fs.IntVar(&o.N, "n", 20, "samples per create method and per browsertool call; the network and volume suites scale theirs by it")
 	fs.IntVar(&o.ColdN, "cold-n", 2, "cold boots (each about a minute under TCG)")
 	fs.IntVar(&o.K, "k", 10, "idle desktops for the density suite")
 	fs.IntVar(&o.Trials, "trials", bench.DefaultTrials, "times the trials suite runs each trial (input landing where it was aimed)")
