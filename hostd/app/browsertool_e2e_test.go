@@ -182,6 +182,7 @@ func TestBrowserToolsetEndToEnd(t *testing.T) {
 	}
 
 	t.Run("files and the network", func(t *testing.T) { filesAndNetwork(ctx, t, h, d.ID, form) })
+	t.Run("over MCP", func(t *testing.T) { browserOverMCP(ctx, t, h, d.ID, form) })
 
 	// A person holding control refuses a browser click, as every input.
 	if err := h.c.Do(ctx, http.MethodPost, "/v1/desktops/"+d.ID+"/control", api.SetControl{Holder: "person", By: "tester"}, nil); err != nil {

@@ -2,42 +2,21 @@ package app_test
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/warmdesk/warmdesk/api"
 )
 
-// The browser toolset through MCP: the official Go SDK's client on a
-// whole hostd's /mcp drives a browser desktop's Chromium by element refs
-// with the browser tool (navigate, read_page, a click by ref, the page's
-// text changed by it), browser_state coming back as the API's text.
-func TestBrowserToolsetOverMCP(t *testing.T) {
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		io.WriteString(w, `<!doctype html><title>mcp page</title><button onclick="out.textContent = 'pressed by ref'">Press</button><p id=out>waiting</p>`)
-	}))
-	t.Cleanup(page.Close)
-	port := portOf(t, page.URL)
-	cfg, snap := hostConfig(t, "qemu", "browser")
-	h := openHost(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	d, err := h.c.CreateDesktop(ctx, api.CreateDesktop{Snapshot: snap, Network: api.NetworkPolicy{Mode: "allow", Allow: []string{"host:" + strconv.Itoa(port)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.c.DeleteDesktop(context.WithoutCancel(ctx), d.ID)
-
+// browserOverMCP: the official Go SDK's client on the hostd's /mcp drives
+// the browser desktop's Chromium by element refs with the browser tool
+// (navigate, read_page, a click by ref, the page's text changed by it),
+// browser_state coming back as the API's text. It shares
+// TestBrowserToolsetEndToEnd's host and desktop.
+func browserOverMCP(ctx context.Context, t *testing.T, h *host, id, url string) {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "warmdesk-test", Version: "0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: h.srv.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
 		HTTPClient: &http.Client{Transport: mcpToken(h.a.Token)},
@@ -49,7 +28,7 @@ func TestBrowserToolsetOverMCP(t *testing.T) {
 	browser := func(member string, input map[string]any) string {
 		t.Helper()
 		start := time.Now()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "browser", Arguments: map[string]any{"desktop_id": d.ID, "member": member, "input": input}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "browser", Arguments: map[string]any{"desktop_id": id, "member": member, "input": input}})
 		if err != nil {
 			t.Fatalf("browser %s: %v", member, err)
 		}
@@ -67,19 +46,18 @@ func TestBrowserToolsetOverMCP(t *testing.T) {
 		return text
 	}
 
-	url := fmt.Sprintf("http://host:%d/", port)
-	if got, want := browser("navigate", map[string]any{"url": url}), `"mcp page" (`+url+`)`; !strings.Contains(got, "Tab Context:\n- Executed on tab_id: tab-") || !strings.Contains(got, want) {
+	if got, want := browser("navigate", map[string]any{"url": url}), `"toolset form" (`+url+`)`; !strings.Contains(got, "Tab Context:\n- Executed on tab_id: tab-") || !strings.Contains(got, want) {
 		t.Errorf("navigate answered %q, want the Tab Context footer listing %s", got, want)
 	}
 	tree := browser("read_page", map[string]any{"filter": "interactive"})
-	m := regexp.MustCompile(`button "Press"[^\n]*\[(ref_[0-9]+)\]`).FindStringSubmatch(tree)
+	m := regexp.MustCompile(`button "Send"[^\n]*\[(ref_[0-9]+)\]`).FindStringSubmatch(tree)
 	if m == nil {
-		t.Fatalf("no button \"Press\" with a ref in read_page's answer:\n%s", tree)
+		t.Fatalf("no button \"Send\" with a ref in read_page's answer:\n%s", tree)
 	}
 	if got := browser("left_click", map[string]any{"target": map[string]any{"type": "ref", "ref": m[1]}}); !strings.HasPrefix(got, "Clicked") {
 		t.Errorf("left_click answered %q", got)
 	}
-	if got := browser("get_page_text", nil); !strings.Contains(got, "pressed by ref") {
+	if got := browser("get_page_text", nil); !strings.Contains(got, "Thanks") {
 		t.Errorf("get_page_text after the click: %q, want the page's answer to it", got)
 	}
 }
