@@ -22,10 +22,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
+	"github.com/warmdesk/warmdesk/input"
 )
 
 // Version is the server's version as MCP clients see it.
@@ -110,7 +112,7 @@ func NewServer(o Options) *mcp.Server {
 		mcp.AddTool(srv, &mcp.Tool{Name: "delete_desktop", Description: "Delete a desktop and everything on it."}, s.deleteDesktop)
 		mcp.AddTool(srv, &mcp.Tool{Name: "list_snapshots", Description: "List the snapshots desktops can be created from (needs the host's token)."}, s.listSnapshots)
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription}, s.computer)
+	mcp.AddTool(srv, &mcp.Tool{Name: "computer", Description: computerDescription, InputSchema: computerSchema()}, s.computer)
 	mcp.AddTool(srv, &mcp.Tool{Name: "browser", Description: browserDescription, InputSchema: browserSchema()}, s.browser)
 	mcp.AddTool(srv, &mcp.Tool{Name: "windows", Description: windowsDescription}, s.windows)
 	mcp.AddTool(srv, &mcp.Tool{Name: "accessibility", Description: accessibilityDescription}, s.accessibility)
@@ -319,7 +321,7 @@ func (s *session) listSnapshots(ctx context.Context, req *mcp.CallToolRequest, _
 // input, plus the desktop.
 type ComputerInput struct {
 	DesktopRef
-	Action          string  `json:"action" jsonschema:"what to do: screenshot, left_click, right_click, middle_click, double_click, triple_click, mouse_move, left_click_drag, left_mouse_down, left_mouse_up, scroll, type, key, hold_key, wait, zoom, cursor_position"`
+	Action          string  `json:"action" jsonschema:"what to do (the description says which fields each action takes)"`
 	Coordinate      []int   `json:"coordinate,omitempty" jsonschema:"[x, y] in the screenshot's pixels"`
 	StartCoordinate []int   `json:"start_coordinate,omitempty" jsonschema:"[x, y] where left_click_drag starts"`
 	Text            string  `json:"text,omitempty" jsonschema:"the text to type, the key chord to press, or modifier keys held during a click or scroll"`
@@ -327,6 +329,19 @@ type ComputerInput struct {
 	ScrollAmount    int     `json:"scroll_amount,omitempty" jsonschema:"wheel clicks to scroll"`
 	Duration        float64 `json:"duration,omitempty" jsonschema:"seconds, for wait and hold_key"`
 	Region          []int   `json:"region,omitempty" jsonschema:"[x1, y1, x2, y2] for zoom"`
+}
+
+// computerSchema is ComputerInput's schema, its actions an enum of the ones
+// package input decodes, so the two cannot drift apart.
+func computerSchema() *jsonschema.Schema {
+	schema, err := jsonschema.For[ComputerInput](nil)
+	if err != nil {
+		panic(fmt.Sprintf("agentmcp: ComputerInput's schema: %v", err)) // a type of this package
+	}
+	for _, a := range input.AnthropicActions() {
+		schema.Properties["action"].Enum = append(schema.Properties["action"].Enum, a)
+	}
+	return schema
 }
 
 func (s *session) computer(ctx context.Context, req *mcp.CallToolRequest, in ComputerInput) (*mcp.CallToolResult, any, error) {

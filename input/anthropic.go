@@ -44,8 +44,9 @@ type AnthropicCall struct {
 // does. Pass it as drive.Request.Screenshot.
 func (c AnthropicCall) WantsScreenshot() bool { return c.Action != "cursor_position" }
 
-// anthropicActions lists the tool's actions across versions.
-func anthropicActions() []string {
+// AnthropicActions lists the computer tool's actions across versions (the
+// computer toolset's members are the same names).
+func AnthropicActions() []string {
 	return []string{
 		"key", "type", "mouse_move", "left_click", "left_click_drag", "right_click",
 		"middle_click", "double_click", "triple_click", "screenshot", "cursor_position",
@@ -229,7 +230,7 @@ func anthropicBatch(o object, action string) (Batch, error) {
 		}
 		return Batch{{Kind: KindZoom, Region: &Rect{X1: r[0], Y1: r[1], X2: r[2], Y2: r[3]}}}, nil
 	}
-	return nil, Invalid("action", "unknown action %q (known: %s)", action, strings.Join(anthropicActions(), ", "))
+	return nil, Invalid("action", "unknown action %q (known: %s)", action, strings.Join(AnthropicActions(), ", "))
 }
 
 func anthropicScroll(o object, at *Point, mods func() ([]string, error)) (Batch, error) {

@@ -112,7 +112,7 @@ func TurnBlocks(body []byte) ([]json.RawMessage, error) {
 // IsAnthropicComputerTool tells whether a tool_use name is the computer
 // tool or a computer_toolset member.
 func IsAnthropicComputerTool(name string) bool {
-	return name == "computer" || slices.Contains(anthropicActions(), name)
+	return name == "computer" || slices.Contains(AnthropicActions(), name)
 }
 
 // DecodeAnthropicUse translates one tool_use block of a turn.
@@ -169,8 +169,8 @@ func DecodeAnthropicToolset(body []byte) (disabled map[string]bool, err error) {
 		sort.Strings(members)
 		for _, m := range members {
 			field := fmt.Sprintf("tools[%d].configs.%s", i, m)
-			if !slices.Contains(anthropicActions(), m) {
-				return nil, &ValidationError{Field: field, Reason: fmt.Sprintf("%q is not a member of the computer toolset: use one of %s", m, strings.Join(anthropicActions(), ", "))}
+			if !slices.Contains(AnthropicActions(), m) {
+				return nil, &ValidationError{Field: field, Reason: fmt.Sprintf("%q is not a member of the computer toolset: use one of %s", m, strings.Join(AnthropicActions(), ", "))}
 			}
 			var cfg struct {
 				Enabled *bool `json:"enabled"`
