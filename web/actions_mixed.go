@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -37,6 +38,11 @@ const (
 type turnSegment struct {
 	kind   toolsetOf
 	blocks []json.RawMessage
+	// first is the index of the segment's first block in the turn.
+	first int
+	// The segment's calls, decoded before any call of the turn runs.
+	computer []input.AnthropicToolUse
+	browser  []browsertool.ToolUse
 }
 
 // classifyBlock dispatches on the pair (toolset_name, name), as the
@@ -64,7 +70,7 @@ func classifyBlock(raw json.RawMessage) toolsetOf {
 // calls of both toolsets.
 func splitTurn(blocks []json.RawMessage) (segments []turnSegment, others int, mixed bool) {
 	seen := map[toolsetOf]bool{}
-	for _, raw := range blocks {
+	for i, raw := range blocks {
 		kind := classifyBlock(raw)
 		switch kind {
 		case notATool:
@@ -78,7 +84,7 @@ func splitTurn(blocks []json.RawMessage) (segments []turnSegment, others int, mi
 			segments[n-1].blocks = append(segments[n-1].blocks, raw)
 			continue
 		}
-		segments = append(segments, turnSegment{kind: kind, blocks: []json.RawMessage{raw}})
+		segments = append(segments, turnSegment{kind: kind, blocks: []json.RawMessage{raw}, first: i})
 	}
 	return segments, others, seen[computerCall] && seen[browserCall]
 }
@@ -118,11 +124,18 @@ func (s *Server) mixedTurn(c *gin.Context, spec drive.Request, body []byte) {
 	}
 	spec.NoUpscale = !isDaemon(c)
 	segments, others, _ := splitTurn(blocks)
+	// Every call is decoded before any runs: a bad block fails the
+	// request, naming it by its place in the turn, with nothing done.
+	for i := range segments {
+		if err := segments[i].decode(); err != nil {
+			failWith(c, err)
+			return
+		}
+	}
 	var content []any
 	failed, done := -1, 0
 	for _, seg := range segments {
-		segBody, _ := json.Marshal(seg.blocks)
-		results, segFailed, err := s.runSegment(c, id, spec, seg.kind, segBody, disabled, toolset, failed >= 0)
+		results, segFailed, err := s.runSegment(c, id, spec, seg, disabled, toolset, failed >= 0)
 		if err != nil {
 			fail(c, fmt.Errorf("the turn's call %d: %w", done, err))
 			return
@@ -142,40 +155,56 @@ func (s *Server) mixedTurn(c *gin.Context, spec drive.Request, body []byte) {
 	c.JSON(http.StatusOK, api.MixedTurnResult{Role: "user", Content: content})
 }
 
+// decode reads the segment's calls with its toolset's decoder; a
+// refusal's field names the block's place in the whole turn.
+func (seg *turnSegment) decode() error {
+	body, err := json.Marshal(seg.blocks)
+	if err != nil {
+		return err
+	}
+	if seg.kind == browserCall {
+		seg.browser, _, err = browsertool.DecodeTurn(body)
+	} else {
+		seg.computer, _, err = input.DecodeAnthropicTurn(body)
+	}
+	var verr *input.ValidationError
+	if errors.As(err, &verr) {
+		var k int
+		if n, _ := fmt.Sscanf(verr.Field, "content[%d]", &k); n == 1 {
+			shifted := *verr
+			shifted.Field = strings.Replace(verr.Field, fmt.Sprintf("content[%d]", k), fmt.Sprintf("content[%d]", seg.first+k), 1)
+			return &shifted
+		}
+	}
+	return err
+}
+
 // runSegment runs one toolset's run of calls, or answers each "Not
 // executed" when an earlier call of the turn failed. An error is the
 // desktop's (gone, no Chromium): no call of the segment ran.
-func (s *Server) runSegment(c *gin.Context, id string, spec drive.Request, kind toolsetOf, body []byte, disabled map[string]bool, toolset browsertool.Toolset, halted bool) ([]any, int, error) {
+func (s *Server) runSegment(c *gin.Context, id string, spec drive.Request, seg turnSegment, disabled map[string]bool, toolset browsertool.Toolset, halted bool) ([]any, int, error) {
 	ctx := c.Request.Context()
 	var out []any
-	if kind == browserCall {
-		uses, _, err := browsertool.DecodeTurn(body)
-		if err != nil {
-			return nil, -1, err
-		}
+	if seg.kind == browserCall {
 		if halted {
-			for _, u := range uses {
+			for _, u := range seg.browser {
 				out = append(out, browsertool.NotExecutedResult(u.ID))
 			}
 			return out, -1, nil
 		}
-		results, failed, err := s.cfg.Drive.BrowserTurn(ctx, id, uses, toolset)
+		results, failed, err := s.cfg.Drive.BrowserTurn(ctx, id, seg.browser, toolset)
 		for _, r := range results {
 			out = append(out, r)
 		}
 		return out, failed, err
 	}
-	uses, _, err := input.DecodeAnthropicTurn(body)
-	if err != nil {
-		return nil, -1, err
-	}
 	if halted {
-		for _, u := range uses {
+		for _, u := range seg.computer {
 			out = append(out, input.AnthropicNotExecutedResult(u.ID))
 		}
 		return out, -1, nil
 	}
-	results, failed := s.runComputerCalls(ctx, id, spec, uses, disabled)
+	results, failed := s.runComputerCalls(ctx, id, spec, seg.computer, disabled)
 	for _, r := range results {
 		out = append(out, r)
 	}

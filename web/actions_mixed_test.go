@@ -73,3 +73,20 @@ type mixedResult struct {
 	IsError     bool   `json:"is_error"`
 	Content     []struct{ Type, Text string }
 }
+
+// A bad block anywhere in a mixed turn fails the request before any call
+// runs, named by its place in the whole turn.
+func TestMixedTurnRefusesABadBlockBeforeRunning(t *testing.T) {
+	h := newActHarness(t)
+	turn := `[
+	  {"type": "tool_use", "id": "c1", "name": "left_click", "input": {"coordinate": [100, 50]}},
+	  {"type": "text", "text": "then the browser"},
+	  {"type": "tool_use", "name": "left_click", "toolset_name": "browser", "input": {"target": {"type": "ref", "ref": "ref_1"}}}]`
+	status, body := h.do("POST", h.path("/computer/anthropic")+"?settle_ms=0", turn)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "content[2].id") {
+		t.Fatalf("status %d: %s, want 400 naming content[2].id", status, body)
+	}
+	if frames := h.frames(); len(frames) != 0 {
+		t.Errorf("input was sent before the turn was refused: %+v", frames)
+	}
+}
