@@ -119,14 +119,6 @@ func (b *browserLink) change(c browsertool.StateChange) {
 	}
 }
 
-// hasPending tells whether downloads changed since the last result that
-// reported them.
-func (b *browserLink) hasPending() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pending) > 0
-}
-
 // networkEvent records a tab's request events; b.mu is held.
 func (b *browserLink) networkEvent(tab *browserTab, method string, params json.RawMessage) {
 	var p struct {

@@ -17,7 +17,7 @@ func TestDownloadChangesReachTheNextResultOnce(t *testing.T) {
 	if len(st.StateChanges) != 1 || st.StateChanges[0].Type != "download_started" || st.StateChanges[0].DownloadID != "g1" {
 		t.Fatalf("after the start: %+v", st.StateChanges)
 	}
-	if b.hasPending() || len(b.state().StateChanges) != 0 {
+	if len(b.pending) != 0 || len(b.state().StateChanges) != 0 {
 		t.Fatal("a reported change was reported again")
 	}
 	ev("Browser.downloadWillBegin", `{"guid": "g2", "url": "http://host:1/b.bin", "suggestedFilename": "b.bin"}`)
