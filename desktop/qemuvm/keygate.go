@@ -140,9 +140,10 @@ type KeyGate struct {
 	MaxWait time.Duration
 	Stall   time.Duration
 	Poll    time.Duration
-	// Log, when set, hears of every frame that goes unpaced and why: a
-	// starved guest still lost a run of keys in CI with the gate in, and
-	// which way the gate let them through is not yet known.
+	// Log, when set, hears of every frame that goes unpaced and why. (A
+	// starved guest that lost a run of keys in CI had every frame paced:
+	// those keys were lost above the controller, where the guest's kernel
+	// queues events for X; the image's session script sees to that side.)
 	Log *slog.Logger
 
 	mu        sync.Mutex

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,18 @@ import (
 func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
 	s := startActionStack(t)
 	mach := s.typedReady(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.logGuestInputLoss(t)
+		}
+	})
+	// The guest's kernel queues at most 64 input events (about ten
+	// keystrokes) for X and drops them all when X falls further behind, as
+	// X's input thread can on a guest this starved; the session makes that
+	// thread real-time so it reads each event when it comes.
+	if out := s.shell(t, `for t in /proc/$(pidof Xorg)/task/*; do [ "$(cat $t/comm)" = InputThread ] && chrt -p ${t##*/}; done`); !strings.Contains(out.Stdout, "SCHED_FIFO") {
+		t.Errorf("X's input thread is not real-time in the guest: chrt says %q (stderr %q)", out.Stdout, out.Stderr)
+	}
 	const lines = 2
 	text := "abcdefghijklmnopqrstuvwxyz0123456789"
 	func() {
@@ -44,6 +57,26 @@ func TestTypingLandsOnAFreshAndAStarvedGuest(t *testing.T) {
 	}()
 	for i := range lines {
 		s.waitFile(t, fmt.Sprintf("/tmp/typed-%d", i), text+"\n")
+	}
+}
+
+// logGuestInputLoss logs what the guest's X server said of input it lost
+// or read late (libinput's SYN_DROPPED and lag lines), which tells keys
+// lost above the guest's kernel from keys lost in QEMU's queue.
+func (s *actionStack) logGuestInputLoss(t *testing.T) {
+	// Xorg's log file has libinput's info lines (SYN_DROPPED); its
+	// stderr, only the errors.
+	for _, path := range []string{"/run/Xorg.0.log", "/run/Xorg.out"} {
+		var buf bytes.Buffer
+		if _, err := s.c.ReadFile(s.ctx(t), s.id, path, &buf); err != nil {
+			t.Logf("read the guest's %s: %v", path, err)
+			continue
+		}
+		for line := range strings.Lines(buf.String()) {
+			if strings.Contains(line, "SYN_DROPPED") || strings.Contains(line, "lagging") || strings.Contains(line, "overflow") {
+				t.Logf("guest %s: %s", path, strings.TrimSpace(line))
+			}
+		}
 	}
 }
 
