@@ -101,8 +101,9 @@ func timeoutOfBody(secs *int, fallback time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// snapshotOf maps a template id to a snapshot's name.
-func (s *Server) snapshotOf(template string) string {
+// SnapshotOf maps a template id to a snapshot's name (a fleet places an
+// E2B create by it).
+func (s *Server) SnapshotOf(template string) string {
 	if template == "" {
 		template = "base"
 	}
@@ -187,7 +188,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "allow_internet_access: warmdesk sandboxes start with no network; set a policy with hostd's own API (PUT /v1/desktops/ID/network, docs/NETWORK.md)")
 		return
 	}
-	snap := s.snapshotOf(req.TemplateID)
+	snap := s.SnapshotOf(req.TemplateID)
 	d, err := s.cfg.Desktops.Create(r.Context(), desktop.CreateRequest{Snapshot: snap, TTL: ttl, Labels: req.Metadata, Env: req.EnvVars})
 	if err != nil {
 		status := statusOf(err)

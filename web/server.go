@@ -111,8 +111,13 @@ func New(cfg Config) *Server {
 	if cfg.E2B != nil {
 		// The SDKs' two base URLs are both hostd's /e2b; the front door
 		// checks its own keys (X-API-KEY, sandbox access tokens).
-		h := http.StripPrefix("/e2b", cfg.E2B(s.daemonToken))
-		s.engine.Any("/e2b/*path", gin.WrapH(h))
+		door := cfg.E2B(s.daemonToken)
+		var snapshotOf func(string) string
+		if t, ok := door.(interface{ SnapshotOf(string) string }); ok {
+			snapshotOf = t.SnapshotOf
+		}
+		// In a fleet, a request about another host's sandbox goes there.
+		s.engine.Any("/e2b/*path", s.e2bToOwner(snapshotOf), gin.WrapH(http.StripPrefix("/e2b", door)))
 	}
 	s.pages(s.engine)
 

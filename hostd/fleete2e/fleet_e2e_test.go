@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/warmdesk/warmdesk/api"
 	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/e2b"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/cli"
 	"github.com/warmdesk/warmdesk/input"
@@ -558,10 +560,12 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 }
 
 // throughOther drives a desktop of another host through h: its record, a
-// screenshot, an action batch, the control WebSocket and the viewer's VNC
-// WebSocket all reach the host that runs it.
+// screenshot, an action batch, the control WebSocket, the viewer's VNC
+// WebSocket and the E2B door (control plane and envd) all reach the host
+// that runs it.
 func throughOther(ctx context.Context, t *testing.T, h *host, id string) {
 	t.Helper()
+	e2bThroughOther(ctx, h, id)
 	got, err := h.c.Desktop(ctx, id)
 	if err != nil || got.State != "running" {
 		h.fail("desktop %s through %s: %+v, %v", id, h.name, got, err)
@@ -665,5 +669,37 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(hosts[0].state, "token")); err != nil || strings.TrimSpace(string(b)) != tok {
 		t.Fatalf("x1's token file after the rotation: %q, %v", b, err)
+	}
+}
+
+// e2bThroughOther reads a sandbox another host runs through h's E2B door:
+// its record by the API key, envd's health and a file of the guest by the
+// sandbox's access token.
+func e2bThroughOther(ctx context.Context, h *host, id string) {
+	call := func(path string, header ...string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.c.BaseURL+"/e2b"+path, nil)
+		if err != nil {
+			h.fail("%v", err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			h.fail("E2B %s through %s: %v", path, h.name, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := call("/sandboxes/"+id, "X-API-KEY", "e2b_"+h.c.Token); code != http.StatusOK || !strings.Contains(body, `"sandboxID":"`+id+`"`) {
+		h.fail("E2B sandbox %s through %s: %d %s", id, h.name, code, body)
+	}
+	envd := []string{"E2b-Sandbox-Id", id, "X-Access-Token", e2b.AccessToken(h.c.Token, id)}
+	if code, body := call("/health", envd...); code != http.StatusNoContent {
+		h.fail("E2B envd health of %s through %s: %d %s, want 204", id, h.name, code, body)
+	}
+	if code, body := call("/files?path=/etc/hostname", envd...); code != http.StatusOK || strings.TrimSpace(body) == "" {
+		h.fail("E2B envd file read in %s through %s: %d %q", id, h.name, code, body)
 	}
 }

@@ -1,0 +1,117 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+// e2bToOwner passes an E2B request about a sandbox another host of the
+// fleet runs to that host: the control plane's calls on one sandbox
+// (/sandboxes/ID..., /v2/sandboxes/ID/...) and every envd call
+// (E2b-Sandbox-Id names its sandbox). The host that serves it checks the
+// API key or the access token, which both derive from the daemon token a
+// fleet shares. A create is placed as /v1's are, its template read as a
+// snapshot through snapshotOf (nil: creates run here). A request with
+// neither credential is served here, which refuses it, before it costs a
+// read of the fleet's records. Listing sandboxes lists this host's only.
+func (s *Server) e2bToOwner(snapshotOf func(template string) string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r := c.Request
+		if s.cfg.Locate == nil || r.Header.Get(proxiedBy) != "" || (r.Header.Get("X-API-KEY") == "" && r.Header.Get("X-Access-Token") == "") {
+			c.Next()
+			return
+		}
+		path := strings.TrimPrefix(r.URL.Path, "/e2b")
+		if r.Method == http.MethodPost && (path == "/sandboxes" || path == "/v2/sandboxes") {
+			if s.cfg.Place != nil && snapshotOf != nil {
+				s.placeE2B(c, snapshotOf)
+				return
+			}
+			c.Next()
+			return
+		}
+		if id := e2bSandbox(path, r.Header); id != "" {
+			s.passToOwnerOf(c, id)
+			return
+		}
+		c.Next()
+	}
+}
+
+// e2bSandbox is the sandbox an E2B request (its path without /e2b) is
+// about: envd's header, or the control plane's path; "" for none.
+func e2bSandbox(path string, h http.Header) string {
+	if id := h.Get("E2b-Sandbox-Id"); id != "" {
+		return id
+	}
+	rest, ok := strings.CutPrefix(path, "/v2/sandboxes/")
+	if !ok {
+		rest, ok = strings.CutPrefix(path, "/sandboxes/")
+	}
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// placeE2B chooses the host for an E2B create made to this host of a
+// fleet, as place does for /v1's: the chosen host's answer is passed on,
+// or the create runs here once the snapshot is here (pulled from the
+// fleet when only another host holds it). Errors take E2B's shape, which
+// the SDKs read.
+func (s *Server) placeE2B(c *gin.Context, snapshotOf func(string) string) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
+	if err != nil {
+		e2bAbort(c, http.StatusBadRequest, "request body: "+err.Error())
+		return
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		TemplateID string `json:"templateID"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		c.Next() // the front door says what is wrong
+		return
+	}
+	snap := snapshotOf(req.TemplateID)
+	addr, here, release, err := s.cfg.Place(c.Request.Context(), snap)
+	if errors.Is(err, desktop.ErrNotFound) {
+		// No host lists the snapshot: this host's create finds it, or
+		// says it is missing.
+		c.Next()
+		return
+	}
+	if err != nil {
+		status, _ := statusOf(err)
+		e2bAbort(c, status, "place a sandbox of template "+req.TemplateID+": "+err.Error())
+		return
+	}
+	defer release()
+	if !here {
+		s.passTo(c, addr, "a sandbox of "+snap)
+		return
+	}
+	if s.cfg.EnsureSnapshot != nil {
+		if err := s.cfg.EnsureSnapshot(c.Request.Context(), snap); err != nil {
+			status, _ := statusOf(err)
+			e2bAbort(c, status, "bring snapshot "+snap+" of template "+req.TemplateID+" to this host: "+err.Error())
+			return
+		}
+	}
+	c.Next()
+}
+
+// e2bAbort answers in E2B's error shape: the SDKs read the code from the
+// body, not the status line.
+func e2bAbort(c *gin.Context, status int, message string) {
+	c.AbortWithStatusJSON(status, gin.H{"code": status, "message": message})
+}
