@@ -399,6 +399,14 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := s.cfg.Desktops.List()
+	if s.cfg.Others != nil {
+		others, err := s.cfg.Others(r.Context())
+		if err != nil {
+			apiError(w, statusOf(err), "list the sandboxes of the fleet's other hosts: %v", err)
+			return
+		}
+		all = append(all, others...)
+	}
 	slices.SortFunc(all, func(a, b desktop.Desktop) int {
 		return comparePlace(pageToken{a.CreatedAt, a.ID}, pageToken{b.CreatedAt, b.ID})
 	})

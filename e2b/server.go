@@ -75,6 +75,10 @@ type Config struct {
 	// Domain, when set, is returned as each sandbox's domain: the SDK
 	// builds https://PORT-ID.DOMAIN from it (the desktop stream's URL).
 	Domain string
+	// Others lists the sandboxes the fleet's other hosts run, for the
+	// list (calls on them reach their hosts through hostd's proxy); nil
+	// on a single host.
+	Others func(ctx context.Context) ([]desktop.Desktop, error)
 	// GuestOnly turns the fast paths off: every command runs in the guest
 	// as sent (the bench compares both).
 	GuestOnly bool

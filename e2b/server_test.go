@@ -85,6 +85,27 @@ func wantError(t *testing.T, status int, body string, want int, words string) {
 	}
 }
 
+// In a fleet the list holds the other hosts' sandboxes too, in the one
+// order and filtered alike; a fleet that cannot be read fails the list
+// in E2B's shape.
+func TestListHoldsTheFleetsSandboxes(t *testing.T) {
+	far := desktop.Desktop{ID: "d-far", Snapshot: "snap", State: desktop.StateRunning, CreatedAt: time.Now().Add(-time.Hour), Labels: map[string]string{"k": "far"}}
+	var othersErr error
+	h := newHarnessWith(t, func(c *e2b.Config) {
+		c.Others = func(context.Context) ([]desktop.Desktop, error) { return []desktop.Desktop{far}, othersErr }
+	})
+	st, _, body := h.do("GET", "/v2/sandboxes", "")
+	if st != 200 || strings.Count(body, "sandboxID") != 2 || strings.Index(body, "d-far") > strings.Index(body, h.f.ID) {
+		t.Errorf("list: %d %s; want d-far (the older) then %s", st, body, h.f.ID)
+	}
+	if _, _, body := h.do("GET", "/v2/sandboxes?metadata=k%3Dfar", ""); strings.Count(body, "sandboxID") != 1 || !strings.Contains(body, "d-far") {
+		t.Errorf("metadata filter over the fleet: %s", body)
+	}
+	othersErr = fmt.Errorf("%w: etcd out of reach", desktop.ErrUnavailable)
+	st, _, body = h.do("GET", "/sandboxes", "")
+	wantError(t, st, body, http.StatusServiceUnavailable, "etcd out of reach")
+}
+
 func TestControlPlane(t *testing.T) {
 	h := newHarness(t)
 	st, _, body := h.do("POST", "/v2/sandboxes", `{"templateID":"base","metadata":{"k":"v"},"envVars":{"A":"1"},"timeout":60}`)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,7 +22,8 @@ import (
 // fleet shares. A create is placed as /v1's are, its template read as a
 // snapshot through snapshotOf (nil: creates run here). A request with
 // neither credential is served here, which refuses it, before it costs a
-// read of the fleet's records. Listing sandboxes lists this host's only.
+// read of the fleet's records. A list is served here, from the fleet's
+// records (othersRunning).
 func (s *Server) e2bToOwner(snapshotOf func(template string) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r := c.Request
@@ -43,6 +45,28 @@ func (s *Server) e2bToOwner(snapshotOf func(template string) string) gin.Handler
 			return
 		}
 		c.Next()
+	}
+}
+
+// othersRunning lists the desktops the fleet's other live hosts run (a
+// lost host's are left out: their state is unknown); nil on a single
+// host.
+func (s *Server) othersRunning() func(context.Context) ([]desktop.Desktop, error) {
+	if s.cfg.Others == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]desktop.Desktop, error) {
+		all, err := s.cfg.Others(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []desktop.Desktop
+		for _, o := range all {
+			if !o.Lost {
+				out = append(out, o.Desktop)
+			}
+		}
+		return out, nil
 	}
 }
 

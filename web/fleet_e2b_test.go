@@ -20,8 +20,9 @@ import (
 // door stands in for the E2B front door on this host: it records what
 // reaches it and maps a template to a snapshot by a suffix.
 type door struct {
-	mu   sync.Mutex
-	seen []string
+	mu     sync.Mutex
+	seen   []string
+	others func(context.Context) ([]desktop.Desktop, error)
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,11 +81,24 @@ func TestE2BRequestsReachTheHostThatRunsTheSandbox(t *testing.T) {
 			mu.Unlock()
 			return nil
 		},
-		E2B: func(func() string) http.Handler { return here },
+		Others: func(context.Context) ([]web.RemoteDesktop, error) {
+			return []web.RemoteDesktop{{Host: "b", Desktop: desktop.Desktop{ID: "d-elsewhere"}}, {Host: "c", Lost: true, Desktop: desktop.Desktop{ID: "d-lost"}}}, nil
+		},
+		E2B: func(_ func() string, others func(context.Context) ([]desktop.Desktop, error)) http.Handler {
+			here.others = others
+			return here
+		},
 	}
 	cfg.Drive = drive.New(context.Background(), drive.Config{Manager: f.Manager, Screens: f.Screens})
 	srv := httptest.NewServer(web.New(cfg).Handler())
 	t.Cleanup(srv.Close)
+	// The door lists the other hosts' sandboxes, a lost host's left out.
+	if here.others == nil {
+		t.Fatal("the E2B door was given nothing to list the fleet's other sandboxes with")
+	}
+	if ds, err := here.others(context.Background()); err != nil || len(ds) != 1 || ds[0].ID != "d-elsewhere" {
+		t.Fatalf("the fleet's other sandboxes: %+v, %v; want d-elsewhere only", ds, err)
+	}
 	call := func(method, path, body string, header ...string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))

@@ -42,8 +42,10 @@ type Config struct {
 	// refused with 503.
 	Recordings *recording.Registry
 	// E2B, when set, builds the E2B front door served under /e2b, given
-	// the daemon's current token (its API key; rotations apply at once).
-	E2B func(daemonToken func() string) http.Handler
+	// the daemon's current token (its API key; rotations apply at once)
+	// and, in a fleet, what lists the desktops the other hosts run (nil
+	// on a single host).
+	E2B func(daemonToken func() string, others func(context.Context) ([]desktop.Desktop, error)) http.Handler
 	// Fleet lists the fleet this host belongs to (GET /v1/fleet); nil on
 	// a single host.
 	Fleet func(ctx context.Context) (api.Fleet, error)
@@ -111,7 +113,7 @@ func New(cfg Config) *Server {
 	if cfg.E2B != nil {
 		// The SDKs' two base URLs are both hostd's /e2b; the front door
 		// checks its own keys (X-API-KEY, sandbox access tokens).
-		door := cfg.E2B(s.daemonToken)
+		door := cfg.E2B(s.daemonToken, s.othersRunning())
 		var snapshotOf func(string) string
 		if t, ok := door.(interface{ SnapshotOf(string) string }); ok {
 			snapshotOf = t.SnapshotOf

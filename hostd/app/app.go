@@ -133,11 +133,11 @@ func Open(ctx context.Context, cfg config.Serve, log *slog.Logger) (*App, error)
 		MaxViewersPerDesktop: cfg.MaxViewersPerDesktop, MaxViewersPerToken: cfg.MaxViewersPerToken, CPU: cpu, Limits: cfg.Limits,
 		RotateToken: func() (string, error) { return tokenfile.Rotate(cfg.TokenFile()) },
 		Images:      web.ImagesIn(cfg.CacheDir),
-		E2B: func(daemonToken func() string) http.Handler {
+		E2B: func(daemonToken func() string, others func(context.Context) ([]desktop.Desktop, error)) http.Handler {
 			e2bCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			a.stopE2B = stop
 			return e2b.New(e2bCtx, e2b.Config{Desktops: a.Manager, Events: a.Manager.Events(), Guest: a.Drive, DaemonToken: daemonToken,
-				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Logger: log})
+				Templates: cfg.E2BTemplates, Domain: cfg.E2BDomain, GuestOnly: cfg.E2BGuestOnly, Others: others, Logger: log})
 		}}
 	if a.node != nil {
 		wireFleet(&wc, a.node, cfg.Cluster.Host)

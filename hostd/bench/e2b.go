@@ -76,7 +76,7 @@ func (e *env) e2bSuite(ctx context.Context) error {
 	token := "wd_bench"
 	serve := func(guestOnly bool) *httptest.Server {
 		return httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log,
-			E2B: func(daemonToken func() string) http.Handler {
+			E2B: func(daemonToken func() string, _ func(context.Context) ([]desktop.Desktop, error)) http.Handler {
 				return e2b.New(srvCtx, e2b.Config{Desktops: e.mgr, Events: e.mgr.Events(), Guest: svc, DaemonToken: daemonToken,
 					Templates: map[string]string{"desktop": snap.Name}, GuestOnly: guestOnly, Logger: e.log})
 			}}).Handler())

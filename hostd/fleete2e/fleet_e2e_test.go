@@ -673,8 +673,8 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 }
 
 // e2bThroughOther reads a sandbox another host runs through h's E2B door:
-// its record by the API key, envd's health and a file of the guest by the
-// sandbox's access token.
+// its record and the list by the API key, envd's health and a file of the
+// guest by the sandbox's access token.
 func e2bThroughOther(ctx context.Context, h *host, id string) {
 	call := func(path string, header ...string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.c.BaseURL+"/e2b"+path, nil)
@@ -694,6 +694,9 @@ func e2bThroughOther(ctx context.Context, h *host, id string) {
 	}
 	if code, body := call("/sandboxes/"+id, "X-API-KEY", "e2b_"+h.c.Token); code != http.StatusOK || !strings.Contains(body, `"sandboxID":"`+id+`"`) {
 		h.fail("E2B sandbox %s through %s: %d %s", id, h.name, code, body)
+	}
+	if code, body := call("/v2/sandboxes", "X-API-KEY", "e2b_"+h.c.Token); code != http.StatusOK || !strings.Contains(body, `"sandboxID":"`+id+`"`) {
+		h.fail("E2B list through %s: %d %s; want it to hold %s", h.name, code, body, id)
 	}
 	envd := []string{"E2b-Sandbox-Id", id, "X-Access-Token", e2b.AccessToken(h.c.Token, id)}
 	if code, body := call("/health", envd...); code != http.StatusNoContent {
