@@ -365,6 +365,9 @@ type Fleet struct {
 type FleetHost struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
+	// Peer is where the other hosts call its API, over mutual TLS with
+	// the fleet's certificates (--cluster-api-port).
+	Peer string `json:"peer,omitempty"`
 	// Generation counts the host's starts in the fleet.
 	Generation    uint64   `json:"generation,omitempty"`
 	MemoryMiB     int      `json:"memory_mib"`

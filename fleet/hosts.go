@@ -18,6 +18,9 @@ import (
 type Host struct {
 	Name    string `json:"name"`
 	Address string `json:"address"` // hostd's API, host:port
+	// Peer is where the other hosts reach its API: host:port, mutual TLS
+	// with the fleet's certificates (LoadPeerTLS).
+	Peer string `json:"peer,omitempty"`
 	// Generation counts this host's starts (StartGeneration).
 	Generation uint64 `json:"generation,omitempty"`
 	// Capacity and load.
@@ -253,4 +256,13 @@ func Leader(ctx context.Context, c *clientv3.Client, endpoint string) (string, e
 		}
 	}
 	return "", fmt.Errorf("fleet: etcd's leader %x is not among its members", st.Leader)
+}
+
+// peerAddress is where the other hosts reach h's API, or an error saying
+// that h serves none.
+func (h Host) peerAddress() (string, error) {
+	if h.Peer == "" {
+		return "", fmt.Errorf("%w: host %s serves no API for the fleet's hosts (a hostd from before TLS between hosts: upgrade it)", desktop.ErrUnavailable, h.Name)
+	}
+	return h.Peer, nil
 }

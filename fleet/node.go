@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,10 +24,14 @@ import (
 type NodeConfig struct {
 	// Cluster names the fleet; Host this host in it.
 	Cluster, Host string
-	// Peers, Certs, PeerPort and ClientPort start this host's embedded
-	// etcd member; unused with Endpoints.
+	// Peers, PeerPort and ClientPort start this host's embedded etcd
+	// member; unused with Endpoints. Certs holds the fleet's
+	// certificates, for etcd and the hosts' API.
 	Peers, Certs         string
 	PeerPort, ClientPort int
+	// APIPort is where the hosts call each other's API (mutual TLS), on
+	// the address hostd listens on; 0 picks a free port.
+	APIPort int
 	// Advertise is the API address other hosts are told, when not the one
 	// hostd listens on.
 	Advertise string
@@ -74,6 +79,10 @@ type Node struct {
 	pullMu sync.Mutex
 	// pulls hears how this host's pulls go, for GET /v1/events.
 	pulls fanout.Broker[api.Event]
+	// peerTLS is this host's side of the TLS between the hosts' APIs;
+	// peerServer serves them (guarded by mu).
+	peerTLS    PeerTLS
+	peerServer *http.Server
 }
 
 // memberWait bounds how long a starting host waits for a majority of its
@@ -88,8 +97,14 @@ func Open(ctx context.Context, c NodeConfig, ownToken string) (*Node, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Certs == "" {
+		return nil, fmt.Errorf("fleet: no --cluster-certs: the fleet's hosts call each other's API over mutual TLS only; make the certificates with hostd cluster certs")
+	}
+	peerTLS, err := LoadPeerTLS(HostTLS(c.Certs, c.Host))
+	if err != nil {
+		return nil, err
+	}
 	var n *Node
-	var err error
 	if c.Endpoints != "" {
 		n, err = connectNode(ctx, c)
 	} else {
@@ -98,6 +113,7 @@ func Open(ctx context.Context, c NodeConfig, ownToken string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.peerTLS = peerTLS
 	if err := n.adoptToken(ctx, ownToken); err != nil {
 		n.Close()
 		return nil, err
@@ -207,17 +223,31 @@ func (n *Node) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// Join puts this host in the fleet's membership, at the address it
-// advertises (hostd listens on listen), and keeps its load there up to
-// date while ctx lasts.
-func (n *Node) Join(ctx context.Context, listen string) error {
+// PeerTLS is this host's side of the mutual TLS between the hosts' APIs:
+// its peer listener serves with Server, its calls to other hosts use
+// Client.
+func (n *Node) PeerTLS() PeerTLS { return n.peerTLS }
+
+// Join serves peers (hostd's API for the fleet's other hosts) on the
+// peer port over mutual TLS, puts this host in the fleet's membership at
+// the addresses it advertises (hostd listens on listen), and keeps its
+// load there up to date while ctx lasts.
+func (n *Node) Join(ctx context.Context, listen string, peers http.Handler) error {
 	advertise, err := advertiseAddress(n.cfg.Advertise, listen, n.self.Address())
+	if err != nil {
+		return err
+	}
+	peerListen, err := n.servePeers(listen, peers)
+	if err != nil {
+		return err
+	}
+	peer, err := peerAddress(advertise, peerListen)
 	if err != nil {
 		return err
 	}
 	host := func() Host {
 		h := n.describe()
-		h.Name, h.Address, h.Generation = n.cfg.Host, advertise, n.generation
+		h.Name, h.Address, h.Peer, h.Generation = n.cfg.Host, advertise, peer, n.generation
 		return h
 	}
 	m, err := Join(ctx, n.client, n.prefix, host(), n.cfg.Lease)
@@ -283,6 +313,9 @@ func (n *Node) Close() error {
 	n.mu.Lock()
 	m, stop, stopWatch := n.membership, n.stopUpdate, n.stopWatch
 	n.mu.Unlock()
+	peersCtx, cancelPeers := context.WithTimeout(context.Background(), 5*time.Second)
+	n.stopPeers(peersCtx)
+	cancelPeers()
 	if stopWatch != nil {
 		stopWatch()
 	}
@@ -320,4 +353,18 @@ func advertiseAddress(flag, listen, peerAddr string) (string, error) {
 		return net.JoinHostPort(peerAddr, port), nil
 	}
 	return listen, nil
+}
+
+// peerAddress is the peer API address other hosts are told: the host of
+// the advertised API address, with the port the peer listener got.
+func peerAddress(advertise, peerListen string) (string, error) {
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return "", fmt.Errorf("fleet: the advertised API address %q: %w", advertise, err)
+	}
+	_, port, err := net.SplitHostPort(peerListen)
+	if err != nil {
+		return "", fmt.Errorf("fleet: the address the peer API listens on: %w", err)
+	}
+	return net.JoinHostPort(host, port), nil
 }

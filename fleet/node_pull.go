@@ -77,7 +77,7 @@ func (n *Node) pull(ctx context.Context, cat *desktop.Catalog, shape desktop.Mac
 		return nil // no host has it: the create says so
 	}
 	p := Puller{
-		HTTP:  &http.Client{Transport: &http.Transport{Proxy: nil}},
+		HTTP:  &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: n.peerTLS.Client}},
 		Token: n.Token(),
 		Accept: func(m *desktop.Manifest) error {
 			if diffs := m.Machine.Mismatch(shape); len(diffs) > 0 {
@@ -96,7 +96,11 @@ func (n *Node) pull(ctx context.Context, cat *desktop.Catalog, shape desktop.Mac
 		Progress: n.pullProgress(from.Name),
 	}
 	n.log.Info("pulling a snapshot from another host of the fleet", "snapshot", name, "from", from.Name)
-	s, stats, err := p.Pull(ctx, from.Address, name, cat)
+	addr, err := from.peerAddress()
+	if err != nil {
+		return err
+	}
+	s, stats, err := p.Pull(ctx, "https://"+addr, name, cat)
 	if err != nil {
 		n.tellPull(api.EventPullFailed, api.SnapshotPull{Snapshot: name, From: from.Name, Bytes: stats.Bytes}, err.Error())
 		return err

@@ -10,7 +10,7 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// Locate finds the API address of the host that runs a desktop; ok is
+// Locate finds the peer API address of the host that runs a desktop; ok is
 // false when it runs here, or nowhere in the fleet.
 func (n *Node) Locate(ctx context.Context, id string) (string, bool, error) {
 	host, addr, ok, err := Locate(ctx, n.client, n.prefix, id)
@@ -34,7 +34,16 @@ func (n *Node) Place(ctx context.Context, snapshot string) (string, bool, func()
 			n.log.Warn("release a placement (its lease will)", "err", err)
 		}
 	}
-	return p.Host.Address, p.Host.Name == n.cfg.Host, release, nil
+	here := p.Host.Name == n.cfg.Host
+	if here {
+		return "", true, release, nil
+	}
+	addr, err := p.Host.peerAddress()
+	if err != nil {
+		release()
+		return "", false, nil, err
+	}
+	return addr, false, release, nil
 }
 
 // Others lists the desktops the fleet's other hosts run.
@@ -52,7 +61,8 @@ func (n *Node) Others(ctx context.Context) ([]FleetDesktop, error) {
 	return out, nil
 }
 
-// Peers lists the API addresses of the fleet's other live hosts.
+// Peers lists the peer API addresses (mutual TLS) of the fleet's other
+// live hosts.
 func (n *Node) Peers(ctx context.Context) ([]string, error) {
 	hosts, err := Hosts(ctx, n.client, n.prefix)
 	if err != nil {
@@ -60,8 +70,8 @@ func (n *Node) Peers(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, h := range hosts {
-		if h.Name != n.cfg.Host {
-			out = append(out, h.Address)
+		if h.Name != n.cfg.Host && h.Peer != "" {
+			out = append(out, h.Peer)
 		}
 	}
 	return out, nil
@@ -86,7 +96,7 @@ func (n *Node) Status(ctx context.Context) (api.Fleet, error) {
 	}
 	for _, h := range hosts {
 		fh := api.FleetHost{
-			Name: h.Name, Address: h.Address, Generation: h.Generation, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
+			Name: h.Name, Address: h.Address, Peer: h.Peer, Generation: h.Generation, MemoryMiB: h.MemoryMiB, MaxDesktops: h.MaxDesktops,
 			UsedMemoryMiB: h.UsedMemoryMiB, Desktops: h.Desktops,
 			QEMU: h.Restore.QEMU, Machine: h.Restore.Machine, Accel: h.Restore.Accel, Draining: h.Draining,
 		}

@@ -18,10 +18,11 @@ import (
 	"github.com/warmdesk/warmdesk/desktop"
 )
 
-// SnapshotFileURL is where a fleet host serves one file of a snapshot:
-// its manifest ("manifest.json") or one of its files by role.
-func SnapshotFileURL(address, name, file string) string {
-	return "http://" + address + "/v1/fleet/snapshots/" + url.PathEscape(name) + "/" + url.PathEscape(file)
+// SnapshotFileURL is where the fleet host whose API is at base
+// (https://HOST:PORT between hosts) serves one file of a snapshot: its
+// manifest ("manifest.json") or one of its files by role.
+func SnapshotFileURL(base, name, file string) string {
+	return base + "/v1/fleet/snapshots/" + url.PathEscape(name) + "/" + url.PathEscape(file)
 }
 
 // ManifestFile is the name a snapshot's manifest is served under.
@@ -61,7 +62,8 @@ type Puller struct {
 	EnsureParent func(ctx context.Context, name string) error
 }
 
-// Pull copies snapshot name from the host at address into cat: the
+// Pull copies snapshot name from the host whose API is at base
+// (SnapshotFileURL) into cat: the
 // manifest first, then each file, checked against the manifest's SHA-256
 // as it arrives and committed only when all match. A fork's template
 // (ephemeral) does not move. A snapshot layered on another has its parent
@@ -69,24 +71,24 @@ type Puller struct {
 // layers on by the path that file has on its own host, so it moves only
 // when that path holds the file here too (hosts that keep their snapshots
 // at the same path, the same --state-dir).
-func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Catalog) (desktop.Snapshot, PullStats, error) {
+func (p Puller) Pull(ctx context.Context, base, name string, cat *desktop.Catalog) (desktop.Snapshot, PullStats, error) {
 	start := time.Now()
 	var stats PullStats
-	raw, err := p.get(ctx, SnapshotFileURL(address, name, ManifestFile))
+	raw, err := p.get(ctx, SnapshotFileURL(base, name, ManifestFile))
 	if err != nil {
-		return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, address, err)
+		return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, base, err)
 	}
 	m, err := desktop.ParseManifest(raw)
 	if err != nil {
-		return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, address, err)
+		return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, base, err)
 	}
 	switch {
 	case m.Name != name:
-		return desktop.Snapshot{}, stats, fmt.Errorf("%w: pull snapshot %s: %s served the manifest of %q", desktop.ErrMismatch, name, address, m.Name)
+		return desktop.Snapshot{}, stats, fmt.Errorf("%w: pull snapshot %s: %s served the manifest of %q", desktop.ErrMismatch, name, base, m.Name)
 	case m.Ephemeral:
 		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is a fork's template: it lives on its host only", desktop.ErrInvalid, name)
 	case m.Parent != "" && p.EnsureParent == nil:
-		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is layered on %s, and this pull takes no parents: create its desktops on %s", desktop.ErrInvalid, name, m.Parent, address)
+		return desktop.Snapshot{}, stats, fmt.Errorf("%w: snapshot %s is layered on %s, and this pull takes no parents: create its desktops on %s", desktop.ErrInvalid, name, m.Parent, base)
 	}
 	if m.Parent != "" {
 		if err := p.EnsureParent(ctx, m.Parent); err != nil {
@@ -120,11 +122,11 @@ func (p Puller) Pull(ctx context.Context, address, name string, cat *desktop.Cat
 			}
 		}
 		tell(0)
-		n, resumed, err := p.pullFile(ctx, SnapshotFileURL(address, name, role), draft.Path(role), role, m.Files[role], tell)
+		n, resumed, err := p.pullFile(ctx, SnapshotFileURL(base, name, role), draft.Path(role), role, m.Files[role], tell)
 		stats.Bytes += n
 		stats.Resumed += resumed
 		if err != nil {
-			return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, address, err)
+			return desktop.Snapshot{}, stats, fmt.Errorf("pull snapshot %s from %s: %w", name, base, err)
 		}
 	}
 	if err := backingHere(draft.Path(desktop.FileDisk), filepath.Join(cat.Dir(), name)); err != nil {

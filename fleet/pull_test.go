@@ -109,7 +109,7 @@ func pullWith(t *testing.T, srv *httptest.Server, name string, parent func(conte
 	p := Puller{HTTP: srv.Client(), Token: "fleet-token", EnsureParent: parent, Progress: progress}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, stats, err := p.Pull(ctx, strings.TrimPrefix(srv.URL, "http://"), name, cat)
+	s, stats, err := p.Pull(ctx, srv.URL, name, cat)
 	return cat, s, stats, err
 }
 

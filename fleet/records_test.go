@@ -83,7 +83,7 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if gen, err := before.StartGeneration(ctx); err != nil || gen != 1 {
 		t.Fatalf("the first generation: %d, %v; want 1", gen, err)
 	}
-	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787"}, 10*time.Second); err != nil {
+	if _, err := Join(ctx, c, prefix, Host{Name: "a", Address: "127.0.0.21:8787", Peer: "127.0.0.21:8788"}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"d-1", "d-2", "d-3"} {
@@ -161,7 +161,7 @@ func TestARestartedHostsRecordsAreLostUntilReconciled(t *testing.T) {
 	if states["d-1"] != desktop.StateFailed {
 		t.Fatalf("d-1 after reconciling is %s; want what recovery holds, failed", states["d-1"])
 	}
-	if _, addr, ok, err := Locate(ctx, c, prefix, "d-1"); err != nil || !ok || addr != "127.0.0.21:8787" {
+	if _, addr, ok, err := Locate(ctx, c, prefix, "d-1"); err != nil || !ok || addr != "127.0.0.21:8788" {
 		t.Fatalf("d-1 after reconciling: %s, %v, %v", addr, ok, err)
 	}
 	if n, dropped, err := after.Reconcile(ctx, current); err != nil || n != 0 || len(dropped) != 0 {

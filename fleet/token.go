@@ -75,7 +75,11 @@ func Locate(ctx context.Context, c *clientv3.Client, prefix, id string) (host, a
 	if err != nil {
 		return "", "", false, err
 	}
-	return rec.Host, h.Address, true, nil
+	addr, err := h.peerAddress()
+	if err != nil {
+		return rec.Host, "", false, err
+	}
+	return rec.Host, addr, true, nil
 }
 
 // FleetDesktop is a desktop record of the fleet: the desktop, its host,

@@ -130,14 +130,14 @@ func (s *Server) followPeer(ctx context.Context, addr, authorization string, out
 // that host sends its own events only, until it ends; opened is called
 // once the host has answered.
 func (s *Server) readPeerEvents(ctx context.Context, addr, authorization string, opened func(), each func([]byte)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.peers.scheme+"://"+addr+"/v1/events", nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", authorization)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set(proxiedBy, s.cfg.HostName)
-	resp, err := (&http.Client{Transport: fleetTransport}).Do(req)
+	resp, err := (&http.Client{Transport: s.peers.transport}).Do(req)
 	if err != nil {
 		return err
 	}

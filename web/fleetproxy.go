@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -118,9 +117,9 @@ func eventsDesktop(r *http.Request) string {
 // passTo serves c by passing it to the fleet host at addr, headers, body
 // and WebSocket upgrade alike.
 func (s *Server) passTo(c *gin.Context, addr, what string) {
-	target := &url.URL{Scheme: "http", Host: addr}
+	target := &url.URL{Scheme: s.peers.scheme, Host: addr}
 	p := &httputil.ReverseProxy{
-		Transport: fleetTransport,
+		Transport: s.peers.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.SetXForwarded()
@@ -143,10 +142,6 @@ func (s *Server) passTo(c *gin.Context, addr, what string) {
 	p.ServeHTTP(c.Writer, c.Request)
 	c.Abort()
 }
-
-// fleetTransport carries requests between hosts: straight to the host,
-// never through an HTTP_PROXY of the environment.
-var fleetTransport = &http.Transport{Proxy: nil, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}
 
 // Placer chooses the fleet host for a new desktop of snapshot and holds
 // its room until release: its API address, and here when it is this host.

@@ -8,6 +8,7 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -63,6 +64,11 @@ type Config struct {
 	// EnsureSnapshot pulls a snapshot this host of a fleet lacks from a
 	// host that holds it, before a create; nil on a single host.
 	EnsureSnapshot func(ctx context.Context, name string) error
+	// PeerTLS is this host's client side of the mutual TLS between the
+	// hosts of a fleet (fleetpeers.go): requests to other hosts use it,
+	// and requests another host passed on are taken on PeerHandler only.
+	// nil: hosts call each other in the clear (a single host, the bench).
+	PeerTLS *tls.Config
 	// Others lists the desktops the fleet's other hosts run, for the
 	// fleet-wide list; nil on a single host.
 	Others func(ctx context.Context) ([]RemoteDesktop, error)
@@ -93,6 +99,7 @@ type Server struct {
 	rotating sync.Mutex
 	vnc      vnc.ProxyStats
 	tcp      tcpListeners
+	peers    peerLink
 }
 
 // New builds the routes.
@@ -107,7 +114,8 @@ func New(cfg Config) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, log: cfg.Logger, engine: gin.New(), views: newViewTokens(), viewers: newViewerCount(cfg.MaxViewersPerDesktop, cfg.MaxViewersPerToken)}
 	s.token.Store(&cfg.Token)
-	s.engine.Use(s.recoverPanics, s.logRequests)
+	s.peers = newPeerLink(cfg)
+	s.engine.Use(s.recoverPanics, s.logRequests, s.peersOnly)
 	s.engine.GET("/healthz", s.healthz)
 	s.mcpRoutes(s.engine)
 	if cfg.E2B != nil {

@@ -188,7 +188,7 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	defer os.Remove(a.cfg.AddressFile())
 	if a.node != nil {
-		if err := a.node.Join(ctx, addr); err != nil {
+		if err := a.node.Join(ctx, addr, a.Web.PeerHandler()); err != nil {
 			ln.Close()
 			return err
 		}

@@ -193,7 +193,7 @@ func (e *env) firstCreatePulling(ctx context.Context, bAddr, token string) error
 			if _, err := cat.Get(name); err == nil {
 				return nil
 			}
-			_, _, err := puller.Pull(ctx, bAddr, name, cat)
+			_, _, err := puller.Pull(ctx, "http://"+bAddr, name, cat)
 			return err
 		}}).Handler())
 	defer cSrv.Close()
@@ -334,7 +334,7 @@ func (e *env) pullRate(ctx context.Context, bAddr, token string) error {
 		return err
 	}
 	p := fleet.Puller{HTTP: &http.Client{}, Token: token}
-	_, stats, err := p.Pull(ctx, bAddr, e.snap.Name, cat)
+	_, stats, err := p.Pull(ctx, "http://"+bAddr, e.snap.Name, cat)
 	if err != nil {
 		return err
 	}

@@ -105,13 +105,13 @@ func fleetStatus(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "fleet %s, seen from %s: %d hosts, etcd led by %s\n", f.Name, f.Self, len(f.Hosts), f.Leader)
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tGEN\tADDRESS\tDESKTOPS\tMEMORY MiB\tRESTORES\tSNAPSHOTS\t")
+	fmt.Fprintln(w, "HOST\tGEN\tADDRESS\tPEER (TLS)\tDESKTOPS\tMEMORY MiB\tRESTORES\tSNAPSHOTS\t")
 	for _, h := range f.Hosts {
 		state := ""
 		if h.Draining {
 			state = "draining"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d/%d\t%d/%d\t%s %s %s\t%s\t%s\n", h.Name, h.Generation, h.Address, h.Desktops, h.MaxDesktops, h.UsedMemoryMiB, h.MemoryMiB, h.QEMU, h.Machine, h.Accel, strings.Join(h.Snapshots, ","), state)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d/%d\t%d/%d\t%s %s %s\t%s\t%s\n", h.Name, h.Generation, h.Address, h.Peer, h.Desktops, h.MaxDesktops, h.UsedMemoryMiB, h.MemoryMiB, h.QEMU, h.Machine, h.Accel, strings.Join(h.Snapshots, ","), state)
 	}
 	return w.Flush()
 }

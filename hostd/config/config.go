@@ -134,15 +134,19 @@ type Cluster struct {
 	Peers string // NAME=ADDRESS,...
 	// PeerPort and ClientPort are where each host's etcd member listens.
 	PeerPort, ClientPort int
-	// Certs is the directory `hostd cluster certs` wrote.
+	// Certs is the directory `hostd cluster certs` wrote: etcd's TLS and
+	// the mutual TLS of the hosts' peer API.
 	Certs string
+	// APIPort is where the hosts call each other's API (mutual TLS), on
+	// --listen's address; 0 picks a free port.
+	APIPort int
 	// Lease bounds how long a host that died stays listed.
 	Lease time.Duration
 	// Advertise is the API address other hosts and clients reach this
 	// host at; empty: its peer address with --listen's port.
 	Advertise string
 	// Endpoints, when set, are an existing etcd's client URLs: no member
-	// is embedded, and Peers and Certs are not used. EtcdCA, EtcdCert and
+	// is embedded, and Peers are not used. EtcdCA, EtcdCert and
 	// EtcdKey are the client TLS files for it (https endpoints).
 	Endpoints                 string
 	EtcdCA, EtcdCert, EtcdKey string
@@ -152,7 +156,7 @@ type Cluster struct {
 // keeps its data under stateDir and whose token file is tokenFile.
 func (c Cluster) Node(stateDir, tokenFile string) fleet.NodeConfig {
 	return fleet.NodeConfig{
-		Cluster: c.Name, Host: c.Host, Peers: c.Peers, Certs: c.Certs, PeerPort: c.PeerPort, ClientPort: c.ClientPort,
+		Cluster: c.Name, Host: c.Host, Peers: c.Peers, Certs: c.Certs, PeerPort: c.PeerPort, ClientPort: c.ClientPort, APIPort: c.APIPort,
 		Advertise: c.Advertise, Endpoints: c.Endpoints, EtcdCA: c.EtcdCA, EtcdCert: c.EtcdCert, EtcdKey: c.EtcdKey,
 		Lease: c.Lease, StateDir: stateDir, TokenFile: tokenFile,
 	}
@@ -166,7 +170,7 @@ func DefaultServe() Serve {
 		Limits: desktop.DefaultLimits(), ShutdownGrace: 30 * time.Second,
 		MaxViewersPerDesktop: 16, MaxViewersPerToken: 4,
 		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		Cluster: Cluster{Host: hostname(), PeerPort: 2380, ClientPort: 2379, Lease: 10 * time.Second},
+		Cluster: Cluster{Host: hostname(), PeerPort: 2380, ClientPort: 2379, APIPort: 8788, Lease: 10 * time.Second},
 	}
 }
 
@@ -198,6 +202,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Cluster.PeerPort, "cluster-peer-port", s.Cluster.PeerPort, "port of each host's etcd member for its peers")
 	fs.IntVar(&s.Cluster.ClientPort, "cluster-client-port", s.Cluster.ClientPort, "port of each host's etcd member for clients")
 	fs.StringVar(&s.Cluster.Certs, "cluster-certs", s.Cluster.Certs, "directory of the fleet's certificates, from hostd cluster certs (TLS between hosts is required)")
+	fs.IntVar(&s.Cluster.APIPort, "cluster-api-port", s.Cluster.APIPort, "port of the API the fleet's hosts call each other on (mutual TLS with --cluster-certs), on --listen's address; 0: any free port")
 	fs.DurationVar(&s.Cluster.Lease, "cluster-lease", s.Cluster.Lease, "how long a host that stopped answering stays listed in the fleet")
 	fs.StringVar(&s.Cluster.Endpoints, "etcd-endpoints", s.Cluster.Endpoints, "an existing etcd for the fleet instead of an embedded member: its client URLs, comma-separated (with --cluster-name)")
 	fs.StringVar(&s.Cluster.EtcdCA, "etcd-ca", s.Cluster.EtcdCA, "CA of the existing etcd's certificates (https --etcd-endpoints)")
@@ -240,7 +245,8 @@ func (s Serve) Check() error {
 		{"screenshot-encodes", s.ScreenshotEncodes < 0, "0 (the default: max(2, CPUs)) or more"},
 		{"http-header-timeout", s.HeaderTimeout <= 0, "a positive duration, such as 10s"},
 		{"http-idle-timeout", s.IdleTimeout <= 0, "a positive duration, such as 2m"},
-		{"cluster-certs", s.Cluster.Name != "" && s.Cluster.Endpoints == "" && s.Cluster.Certs == "", "the directory hostd cluster certs wrote: the fleet's hosts talk over TLS only"},
+		{"cluster-certs", s.Cluster.Name != "" && s.Cluster.Certs == "", "the directory hostd cluster certs wrote: the fleet's hosts talk over TLS only"},
+		{"cluster-api-port", s.Cluster.APIPort < 0 || s.Cluster.APIPort > 65535, "a port, or 0 for any free one"},
 		{"etcd-endpoints", s.Cluster.Endpoints != "" && s.Cluster.Name == "", "them with --cluster-name: they hold a fleet's records"},
 		{"etcd-cert", (s.Cluster.EtcdCA == "") != (s.Cluster.EtcdCert == "") || (s.Cluster.EtcdCert == "") != (s.Cluster.EtcdKey == ""), "--etcd-ca, --etcd-cert and --etcd-key together, or none"},
 		{"cluster-lease", s.Cluster.Name != "" && s.Cluster.Lease < 2*time.Second, "2s or more"},

@@ -16,11 +16,16 @@ func TestServeCheck(t *testing.T) {
 		"screenshot-encodes":      func(s *Serve) { s.ScreenshotEncodes = -1 },
 		"http-header-timeout":     func(s *Serve) { s.HeaderTimeout = 0 },
 		"http-idle-timeout":       func(s *Serve) { s.IdleTimeout = -time.Second },
-		"cluster-certs":           func(s *Serve) { s.Cluster.Name = "f" },
-		"cluster-lease":           func(s *Serve) { s.Cluster.Name, s.Cluster.Certs, s.Cluster.Lease = "f", "/certs", time.Second },
-		"etcd-endpoints":          func(s *Serve) { s.Cluster.Endpoints = "http://127.0.0.14:2379" },
+		// With an existing etcd for the records too: the hosts' APIs
+		// speak TLS whatever holds the records.
+		"cluster-certs":  func(s *Serve) { s.Cluster.Name, s.Cluster.Endpoints = "f", "http://127.0.0.14:2379" },
+		"cluster-lease":  func(s *Serve) { s.Cluster.Name, s.Cluster.Certs, s.Cluster.Lease = "f", "/certs", time.Second },
+		"etcd-endpoints": func(s *Serve) { s.Cluster.Endpoints = "http://127.0.0.14:2379" },
 		"etcd-cert": func(s *Serve) {
-			s.Cluster.Name, s.Cluster.Endpoints, s.Cluster.EtcdCA = "f", "https://127.0.0.14:2379", "/ca.pem"
+			s.Cluster.Name, s.Cluster.Certs, s.Cluster.Endpoints, s.Cluster.EtcdCA = "f", "/certs", "https://127.0.0.14:2379", "/ca.pem"
+		},
+		"cluster-api-port": func(s *Serve) {
+			s.Cluster.Name, s.Cluster.Certs, s.Cluster.APIPort = "f", "/certs", 70000
 		},
 	} {
 		s := DefaultServe()

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -307,8 +308,9 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	var peers []string
 	for i, a := range members {
 		name := "h" + strconv.Itoa(i+1)
-		// On the loopback every member calls its peers from 127.0.0.1.
-		certHosts = append(certHosts, fleet.CertHost{Name: name, Addrs: []string{a, "127.0.0.1"}})
+		// On the loopback every member calls its peers from 127.0.0.1;
+		// the hosts' APIs call each other at their API addresses.
+		certHosts = append(certHosts, fleet.CertHost{Name: name, Addrs: []string{a, "127.0.0.1", fmt.Sprintf("127.0.0.%d", 21+i)}})
 		peers = append(peers, name+"="+a)
 	}
 	if err := fleet.WriteCerts(certs, "e2e", certHosts, time.Now()); err != nil {
@@ -323,7 +325,7 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 		h := &host{t: t, name: "h" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", 21+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
 		h.args = []string{"--cluster-name", "e2e", "--cluster-host", h.name, "--cluster-peers", strings.Join(peers, ","),
 			"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
-			"--cluster-lease", lease.String()}
+			"--cluster-api-port", "0", "--cluster-lease", lease.String()}
 		hosts[i] = h
 	}
 	// Only h2 holds the snapshot, and it takes one desktop: a second
@@ -369,6 +371,7 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	if f.Leader == "" {
 		t.Error("the fleet names no etcd leader")
 	}
+	peersOnlyOverTLS(ctx, t, hosts[0], f, certs)
 	// hostd fleet status, as an operator runs it against h1.
 	t.Setenv("WARMDESK_ADDR", hosts[0].c.BaseURL)
 	t.Setenv("WARMDESK_TOKEN", hosts[0].c.Token)
@@ -622,10 +625,16 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer member.Close()
+	// The hosts' APIs call each other over TLS whatever holds the records.
+	certs := filepath.Join(t.TempDir(), "certs")
+	if err := fleet.WriteCerts(certs, "existing", []fleet.CertHost{{Name: "x1", Addrs: []string{"127.0.0.24"}}, {Name: "x2", Addrs: []string{"127.0.0.25"}}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	hosts := make([]*host, 2)
 	for i := range hosts {
 		h := &host{t: t, name: "x" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", 24+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
-		h.args = []string{"--cluster-name", "existing", "--cluster-host", h.name, "--etcd-endpoints", member.Endpoints()[0], "--cluster-lease", "2s"}
+		h.args = []string{"--cluster-name", "existing", "--cluster-host", h.name, "--etcd-endpoints", member.Endpoints()[0], "--cluster-lease", "2s",
+			"--cluster-certs", certs, "--cluster-api-port", "0"}
 		hosts[i] = h
 	}
 	hosts[0].hold(baked.Snapshot)
@@ -669,6 +678,56 @@ func TestHostsOnAnExistingEtcd(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(hosts[0].state, "token")); err != nil || strings.TrimSpace(string(b)) != tok {
 		t.Fatalf("x1's token file after the rotation: %q, %v", b, err)
+	}
+}
+
+// peersOnlyOverTLS checks h's doors for the fleet's hosts: a request
+// marked as passed on is refused on its public API; its peer port takes
+// neither plaintext nor a TLS caller without a certificate of the fleet's
+// CA, and takes one with (the requests the hosts pass each other go this
+// way, as every passed-on call in this test shows).
+func peersOnlyOverTLS(ctx context.Context, t *testing.T, h *host, f api.Fleet, certs string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.c.BaseURL+"/v1/desktops", nil)
+	req.Header.Set("Authorization", "Bearer "+h.c.Token)
+	req.Header.Set("X-Warmdesk-Proxied-By", "h2")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		h.fail("a passed-on request on %s's public API: %v, %v; want 403", h.name, resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	var peer string
+	for _, fh := range f.Hosts {
+		if fh.Name == h.name {
+			peer = fh.Peer
+		}
+	}
+	if peer == "" || peer == strings.TrimPrefix(h.c.BaseURL, "http://") {
+		h.fail("%s's peer address %q: want one of its own, beside its API", h.name, peer)
+	}
+	own, err := fleet.LoadPeerTLS(fleet.HostTLS(certs, "h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(scheme string, c *tls.Config) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+peer+"/healthz", nil)
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: c}}).Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := call("https", own.Client); err != nil || code != http.StatusOK {
+		h.fail("%s's peer port with a host's certificate: %d, %v; want 200", h.name, code, err)
+	}
+	if code, err := call("http", nil); err == nil && code == http.StatusOK {
+		h.fail("%s's peer port answered a plaintext request", h.name)
+	}
+	noCert := own.Client.Clone()
+	noCert.Certificates = nil
+	if code, err := call("https", noCert); err == nil {
+		h.fail("%s's peer port answered %d to a caller with no certificate", h.name, code)
 	}
 }
 
