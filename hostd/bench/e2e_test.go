@@ -48,7 +48,7 @@ func TestSmokeEverySuite(t *testing.T) {
 		"pss_per_desktop_mb_cow", "pss_per_desktop_mb_full", "pss_cow_guest_shared_mb", "pss_cow_anon_mb", "pss_cow_files_mb", "fork1_total_ms", "fork2_total_ms",
 		"net_create_none_p50_ms", "net_create_allow_p50_ms", "net_http_direct_p50_ms", "net_http_egress_p50_ms",
 		"net_throughput_mb_s", "net_guest_fetch_p50_ms",
-		"fleet_create_direct_p50_ms", "fleet_create_proxied_p50_ms", "fleet_get_direct_p50_ms", "fleet_get_proxied_p50_ms",
+		"fleet_create_direct_p50_ms", "fleet_create_proxied_p50_ms", "fleet_get_direct_p50_ms", "fleet_get_proxied_p50_ms", "fleet_get_proxied_tls_p50_ms",
 		"fleet_placements_per_s", "fleet_pull_mib_per_s", "fleet_first_create_pulling_ms", "fleet_create_after_pull_ms",
 	} {
 		v, ok := res.Keys[key]

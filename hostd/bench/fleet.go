@@ -47,8 +47,10 @@ func benchPlacer(etcd *clientv3.Client, self string) web.Placer {
 // (no TLS), host "b" the run's own QEMU Manager behind the API, host "a"
 // an API whose Manager (on the fake driver) runs nothing, so every request
 // for a desktop it is given is passed to b by the fleet's proxy:
-//   - fleet_proxy_get: GET /v1/desktops/ID through a beside the same call
-//     to b, alternating (the proxy's own cost);
+//   - fleet_get_direct, fleet_get_proxied and fleet_get_proxied_tls: GET
+//     /v1/desktops/ID to b, through a, and through a second a that calls
+//     b's peer handler over the fleet's mutual TLS as hosts of a fleet
+//     do, interleaved (the proxy's own cost, and what TLS adds to it);
 //   - fleet_create_direct and fleet_create_proxied: creates placed on b
 //     (an etcd transaction), made to b and made to a (which passes them
 //     on), alternating, each to its answer (cold restores: the run's pool
@@ -82,13 +84,14 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	// as b's own store would.
 	bRecords := fleet.NewRecords(etcd, "b", "")
 	svc := drive.New(ctx, drive.Config{Manager: e.mgr, Screens: e.screens, Logger: e.log})
-	bSrv := httptest.NewServer(web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log, HostName: "b",
+	b := web.New(web.Config{Manager: e.mgr, Drive: svc, Token: token, Logger: e.log, HostName: "b",
 		Fleet: func(context.Context) (api.Fleet, error) { return api.Fleet{Name: "bench"}, nil },
-		Place: benchPlacer(etcd, "b")}).Handler())
+		Place: benchPlacer(etcd, "b")})
+	bSrv := httptest.NewServer(b.Handler())
 	defer bSrv.Close()
 	bAddr := strings.TrimPrefix(bSrv.URL, "http://")
 	held := []fleet.HeldSnapshot{{Name: e.snap.Name, MemoryMiB: e.snap.Manifest.Machine.MemoryMiB}}
-	bm, err := fleet.Join(ctx, etcd, "", fleet.Host{Name: "b", Address: bAddr, MemoryMiB: 1 << 20, MaxDesktops: 64, Snapshots: held}, 10*time.Second)
+	bm, err := fleet.Join(ctx, etcd, "", fleet.Host{Name: "b", Address: bAddr, Peer: bAddr, MemoryMiB: 1 << 20, MaxDesktops: 64, Snapshots: held}, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -142,21 +145,25 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	if err := bRecords.PutDesktop(d); err != nil {
 		return err
 	}
-	var getDirect, getProxied Dist
-	for i := range 2 * fleetSamples {
-		c, dist := direct, &getDirect
-		if i%2 == 1 {
-			c, dist = viaA, &getProxied
-		}
+	viaATLS, stopTLS, err := e.proxyOverTLS(ctx, b, token)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
+	var getDirect, getProxied, getProxiedTLS Dist
+	for i := range 3 * fleetSamples {
+		c, dist := []*client.Client{direct, viaA, viaATLS}[i%3], []*Dist{&getDirect, &getProxied, &getProxiedTLS}[i%3]
 		start := time.Now()
 		if _, err := c.Desktop(ctx, lastID); err != nil {
-			return fmt.Errorf("get a desktop (proxied: %v): %w", i%2 == 1, err)
+			return fmt.Errorf("get a desktop (%s): %w", []string{"direct", "proxied", "proxied over TLS"}[i%3], err)
 		}
 		dist.Add(time.Since(start))
 	}
 	e.res.dist("fleet_get_direct", &getDirect)
 	e.res.dist("fleet_get_proxied", &getProxied)
+	e.res.dist("fleet_get_proxied_tls", &getProxiedTLS)
 	e.res.set("fleet_proxy_added_ms", ms(getProxied.Percentile(50))-ms(getDirect.Percentile(50)))
+	e.res.set("fleet_proxy_tls_added_ms", ms(getProxiedTLS.Percentile(50))-ms(getDirect.Percentile(50)))
 	e.mgr.Delete(context.WithoutCancel(ctx), lastID)
 	bRecords.DeleteDesktop(lastID)
 
@@ -167,6 +174,42 @@ func (e *env) fleetSuite(ctx context.Context) error {
 		return err
 	}
 	return e.firstCreatePulling(ctx, bAddr, token)
+}
+
+// proxyOverTLS serves b's peer handler over the fleet's mutual TLS
+// (certificates made for the run) and returns a client of a second "a"
+// that passes every request to it over that TLS, as hosts of a fleet do.
+func (e *env) proxyOverTLS(ctx context.Context, b *web.Server, token string) (*client.Client, func(), error) {
+	dir, err := os.MkdirTemp("", "bench-fleet-certs-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := fleet.WriteCerts(dir, "bench", []fleet.CertHost{{Name: "a", Addrs: []string{"127.0.0.1"}}, {Name: "b", Addrs: []string{"127.0.0.1"}}}, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	aTLS, err := fleet.LoadPeerTLS(fleet.HostTLS(dir, "a"))
+	if err != nil {
+		return nil, nil, err
+	}
+	bTLS, err := fleet.LoadPeerTLS(fleet.HostTLS(dir, "b"))
+	if err != nil {
+		return nil, nil, err
+	}
+	bPeers := httptest.NewUnstartedServer(b.PeerHandler())
+	bPeers.TLS = bTLS.Server
+	bPeers.StartTLS()
+	bPeerAddr := strings.TrimPrefix(bPeers.URL, "https://")
+	fake := desktoptest.NewFake()
+	aMgr := desktop.NewManager(ctx, desktop.Config{Driver: fake, Store: desktoptest.NewMemStore(), Catalog: e.cat, Logger: e.log, Limits: desktop.DefaultLimits()})
+	aSrv := httptest.NewServer(web.New(web.Config{Manager: aMgr, Drive: drive.New(ctx, drive.Config{Manager: aMgr, Logger: e.log}), Token: token, Logger: e.log, HostName: "a",
+		PeerTLS: aTLS.Client,
+		Locate: func(ctx context.Context, id string) (string, bool, error) {
+			_, err := e.mgr.Get(id)
+			return bPeerAddr, err == nil, nil
+		},
+	}).Handler())
+	return client.New(aSrv.URL, token), func() { aSrv.Close(); aMgr.Close(); bPeers.Close() }, nil
 }
 
 // firstCreatePulling times, on a host "c" whose catalog lacks the snapshot
