@@ -361,6 +361,23 @@ type Fleet struct {
 	Leader string `json:"leader,omitempty"`
 }
 
+// FleetMember is one member of a fleet's embedded etcd.
+type FleetMember struct {
+	Name      string `json:"name"`
+	PeerURL   string `json:"peer_url"`
+	ClientURL string `json:"client_url,omitempty"`
+	// Started is false for a member added but not yet started.
+	Started bool `json:"started"`
+}
+
+// AddFleetMember is POST /v1/fleet/members: a host to add to the fleet's
+// etcd, by its name and the address its member listens on (the fleet's
+// --cluster-peer-port).
+type AddFleetMember struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
 // FleetHost is one host of a fleet, as it says of itself.
 type FleetHost struct {
 	Name    string `json:"name"`

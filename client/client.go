@@ -236,6 +236,26 @@ func (c *Client) Fleet(ctx context.Context) (api.Fleet, error) {
 	return f, err
 }
 
+// FleetMembers lists the fleet's embedded etcd members.
+func (c *Client) FleetMembers(ctx context.Context) ([]api.FleetMember, error) {
+	var out []api.FleetMember
+	err := c.Do(ctx, http.MethodGet, "/v1/fleet/members", nil, &out)
+	return out, err
+}
+
+// AddFleetMember tells the fleet's etcd of a host about to start with
+// --cluster-join, and returns every member (that host's --cluster-peers).
+func (c *Client) AddFleetMember(ctx context.Context, req api.AddFleetMember) ([]api.FleetMember, error) {
+	var out []api.FleetMember
+	err := c.Do(ctx, http.MethodPost, "/v1/fleet/members", req, &out)
+	return out, err
+}
+
+// RemoveFleetMember takes a member out of the fleet's etcd.
+func (c *Client) RemoveFleetMember(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/fleet/members/"+url.PathEscape(name), nil, nil)
+}
+
 // Drain stops (on) or restarts placing new desktops on a fleet host, and
 // returns the fleet as it is then.
 func (c *Client) Drain(ctx context.Context, host string, on bool) (api.Fleet, error) {

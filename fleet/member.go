@@ -35,6 +35,9 @@ type MemberConfig struct {
 	// TLS, when set, is this member's certificate and the cluster's CA:
 	// peers and clients must then present certificates the CA signed.
 	TLS *TLSFiles
+	// Join starts a member the running cluster was told of (AddMember):
+	// Peers are then its members, this one among them, in any number.
+	Join bool
 }
 
 // TLSFiles are the PEM files of one host (from `hostd cluster certs`).
@@ -48,8 +51,8 @@ func etcdConfig(c MemberConfig) (*embed.Config, error) {
 	if c.Cluster == "" {
 		return nil, fmt.Errorf("fleet: the cluster needs a name (--cluster-name)")
 	}
-	if n := len(c.Peers); n != 1 && n != 3 && n != 5 {
-		return nil, fmt.Errorf("fleet: %d peers: a fleet's etcd has 3 or 5 members (1 only for tests), so that a majority outlives the loss of one or two", n)
+	if n := len(c.Peers); !c.Join && n != 1 && n != 3 && n != 5 {
+		return nil, fmt.Errorf("fleet: %d peers: a fleet's etcd starts with 3 or 5 members (1 only for tests), so that a majority outlives the loss of one or two; a member added later joins with --cluster-join", n)
 	}
 	var self *Peer
 	var initial []string
@@ -87,6 +90,9 @@ func etcdConfig(c MemberConfig) (*embed.Config, error) {
 	cfg.InitialClusterToken = c.Cluster
 	cfg.InitialCluster = strings.Join(initial, ",")
 	cfg.ClusterState = embed.ClusterStateFlagNew
+	if c.Join {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peerURL}, []url.URL{*peerURL}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*clientURL}, []url.URL{*clientURL}
 	// The history is compacted: every host rewrites its key a few times

@@ -32,6 +32,9 @@ type NodeConfig struct {
 	// APIPort is where the hosts call each other's API (mutual TLS), on
 	// the address hostd listens on; 0 picks a free port.
 	APIPort int
+	// Join starts this host's member into a running etcd that was told
+	// of it (AddMember), rather than a new cluster.
+	Join bool
 	// Advertise is the API address other hosts are told, when not the one
 	// hostd listens on.
 	Advertise string
@@ -147,7 +150,7 @@ func startNode(ctx context.Context, c NodeConfig) (*Node, error) {
 	log.Info("starting this host's etcd member; it waits for a majority of the fleet's hosts", "cluster", c.Cluster, "host", c.Host, "peers", len(peers))
 	mctx, cancel := context.WithTimeout(ctx, memberWait)
 	defer cancel()
-	member, err := StartMember(mctx, MemberConfig{Cluster: c.Cluster, Name: c.Host, Peers: peers, DataDir: filepath.Join(c.StateDir, "etcd"), TLS: tls})
+	member, err := StartMember(mctx, MemberConfig{Cluster: c.Cluster, Name: c.Host, Peers: peers, DataDir: filepath.Join(c.StateDir, "etcd"), TLS: tls, Join: c.Join})
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	// EnsureSnapshot pulls a snapshot this host of a fleet lacks from a
 	// host that holds it, before a create; nil on a single host.
 	EnsureSnapshot func(ctx context.Context, name string) error
+	// Members grows and shrinks the fleet's embedded etcd; nil on a single
+	// host.
+	Members FleetMembers
 	// PeerTLS is this host's client side of the mutual TLS between the
 	// hosts of a fleet (fleetpeers.go): requests to other hosts use it,
 	// and requests another host passed on are taken on PeerHandler only.
@@ -161,6 +164,9 @@ func New(cfg Config) *Server {
 	v1.GET("/host", need(needDaemon), s.getHost)
 	v1.GET("/fleet", need(needDaemon), s.getFleet)
 	v1.GET("/fleet/snapshots/:name/:file", need(needDaemon), s.snapshotFile)
+	v1.GET("/fleet/members", need(needDaemon), s.listMembers)
+	v1.POST("/fleet/members", need(needDaemon), s.addMember)
+	v1.DELETE("/fleet/members/:name", need(needDaemon), s.removeMember)
 	v1.POST("/fleet/hosts/:name/drain", need(needDaemon), s.drainHost(true))
 	v1.DELETE("/fleet/hosts/:name/drain", need(needDaemon), s.drainHost(false))
 	s.engine.GET("/metrics", s.auth, need(needDaemon), gin.WrapH(cfg.Metrics.Handler()))

@@ -25,7 +25,7 @@ func openNode(ctx context.Context, cfg config.Serve, token string, log *slog.Log
 
 // wireFleet gives web the node's hooks, which stay nil on a single host.
 func wireFleet(c *web.Config, n *fleet.Node, host string) {
-	c.Fleet, c.Locate, c.Place, c.Drain, c.HostName = n.Status, n.Locate, n.Place, n.Drain, host
+	c.Fleet, c.Locate, c.Place, c.Drain, c.HostName, c.Members = n.Status, n.Locate, n.Place, n.Drain, host, n
 	c.EnsureSnapshot, c.Peers, c.PullEvents, c.RotateToken, c.PeerTLS = n.EnsureSnapshot, n.Peers, n.PullEvents, n.RotateToken, n.PeerTLS().Client
 	c.Others = func(ctx context.Context) ([]web.RemoteDesktop, error) {
 		all, err := n.Others(ctx)

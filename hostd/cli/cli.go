@@ -44,7 +44,7 @@ func commands() map[string]command {
 		"desktop":  {"manage desktops on a running daemon (desktop create|list|get|rm|pause|resume|hibernate|wake|reset|record|fork|snapshot|network)", cmdDesktop},
 		"volume":   {"manage workspaces that outlive desktops (volume create|list|rm|snapshot|attach|detach|export|import)", cmdVolume},
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
-		"cluster":  {"make the certificates of a fleet of hosts (cluster certs)", cmdCluster},
+		"cluster":  {"make the certificates of a fleet of hosts and change its etcd members (cluster certs, cluster member)", cmdCluster},
 		"status":   {"what the running daemon admits now: desktops, memory, CPU pressure and its admission queue", cmdStatus},
 		"fleet":    {"the fleet this host belongs to: its status, and draining a host of new desktops (fleet status|drain|undrain)", cmdFleet},
 		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},

@@ -13,7 +13,8 @@ import (
 
 func cmdCluster(ctx context.Context, e *env, args []string) error {
 	return sub(ctx, e, "cluster", args, map[string]func(context.Context, *env, []string) error{
-		"certs": clusterCerts,
+		"certs":  clusterCerts,
+		"member": clusterMember,
 	})
 }
 

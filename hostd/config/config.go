@@ -140,6 +140,9 @@ type Cluster struct {
 	// APIPort is where the hosts call each other's API (mutual TLS), on
 	// --listen's address; 0 picks a free port.
 	APIPort int
+	// Join starts this host's etcd member into the running fleet, which
+	// was told of it (hostd cluster member add).
+	Join bool
 	// Lease bounds how long a host that died stays listed.
 	Lease time.Duration
 	// Advertise is the API address other hosts and clients reach this
@@ -156,7 +159,7 @@ type Cluster struct {
 // keeps its data under stateDir and whose token file is tokenFile.
 func (c Cluster) Node(stateDir, tokenFile string) fleet.NodeConfig {
 	return fleet.NodeConfig{
-		Cluster: c.Name, Host: c.Host, Peers: c.Peers, Certs: c.Certs, PeerPort: c.PeerPort, ClientPort: c.ClientPort, APIPort: c.APIPort,
+		Cluster: c.Name, Host: c.Host, Peers: c.Peers, Certs: c.Certs, PeerPort: c.PeerPort, ClientPort: c.ClientPort, APIPort: c.APIPort, Join: c.Join,
 		Advertise: c.Advertise, Endpoints: c.Endpoints, EtcdCA: c.EtcdCA, EtcdCert: c.EtcdCert, EtcdKey: c.EtcdKey,
 		Lease: c.Lease, StateDir: stateDir, TokenFile: tokenFile,
 	}
@@ -203,6 +206,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Cluster.ClientPort, "cluster-client-port", s.Cluster.ClientPort, "port of each host's etcd member for clients")
 	fs.StringVar(&s.Cluster.Certs, "cluster-certs", s.Cluster.Certs, "directory of the fleet's certificates, from hostd cluster certs (TLS between hosts is required)")
 	fs.IntVar(&s.Cluster.APIPort, "cluster-api-port", s.Cluster.APIPort, "port of the API the fleet's hosts call each other on (mutual TLS with --cluster-certs), on --listen's address; 0: any free port")
+	fs.BoolVar(&s.Cluster.Join, "cluster-join", s.Cluster.Join, "start this host's etcd member into the running fleet, told of it first with hostd cluster member add (its --cluster-peers: every member, this one too)")
 	fs.DurationVar(&s.Cluster.Lease, "cluster-lease", s.Cluster.Lease, "how long a host that stopped answering stays listed in the fleet")
 	fs.StringVar(&s.Cluster.Endpoints, "etcd-endpoints", s.Cluster.Endpoints, "an existing etcd for the fleet instead of an embedded member: its client URLs, comma-separated (with --cluster-name)")
 	fs.StringVar(&s.Cluster.EtcdCA, "etcd-ca", s.Cluster.EtcdCA, "CA of the existing etcd's certificates (https --etcd-endpoints)")

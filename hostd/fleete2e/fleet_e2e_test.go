@@ -560,6 +560,59 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 		hosts[0].fail("create with h2 undrained and the others drained: %+v, %v; want it on h2", d4, err)
 	}
 	hosts[0].c.DeleteDesktop(ctx, d4.ID)
+
+	growEtcd(ctx, t, hosts, certs, peers, peerPort, clientPort, lease)
+}
+
+// growEtcd adds a fourth etcd member to the fleet through h1's CLI and
+// starts its host joining; once it is in the fleet it dies, and is taken
+// out of etcd as a dead member is before its replacement: three became
+// four and went back to three, and the fleet goes on.
+func growEtcd(ctx context.Context, t *testing.T, hosts []*host, certs string, peers []string, peerPort, clientPort string, lease time.Duration) {
+	t.Helper()
+	const member, api4 = "127.0.0.15", "127.0.0.27"
+	if err := fleet.AddHostCert(certs, "e2e", fleet.CertHost{Name: "h4", Addrs: []string{member, "127.0.0.1", api4}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WARMDESK_ADDR", hosts[0].c.BaseURL)
+	var out, errOut bytes.Buffer
+	if code := cli.Main(ctx, []string{"cluster", "member", "add", "h4=" + member}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "--cluster-peers "+strings.Join(append(slices.Clone(peers), "h4="+member), ",")) {
+		t.Fatalf("hostd cluster member add h4: exit %d, %s%s", code, out.String(), errOut.String())
+	}
+	h4 := &host{t: t, name: "h4", api: api4, state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
+	h4.args = []string{"--cluster-name", "e2e", "--cluster-host", "h4", "--cluster-peers", strings.Join(append(slices.Clone(peers), "h4="+member), ","),
+		"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
+		"--cluster-api-port", "0", "--cluster-lease", lease.String(), "--cluster-join"}
+	stopAtCleanup(t, []*host{h4})
+	h4.start()
+	h4.ready()
+	four := []string{"h1", "h2", "h3", "h4"}
+	if !testenv.Poll(30*time.Second, 20*time.Millisecond, 200*time.Millisecond, func() bool {
+		got, _, err := names(ctx, hosts[0])
+		return err == nil && slices.Equal(got, four)
+	}) {
+		hosts[0].fail("h1 does not list h4 after it joined")
+	}
+	out.Reset()
+	if code := cli.Main(ctx, []string{"cluster", "member", "list"}, &out, &errOut); code != 0 || strings.Count(out.String(), "joined") != 4 {
+		t.Fatalf("hostd cluster member list with h4 in: exit %d, %s%s", code, out.String(), errOut.String())
+	}
+	h4.kill()
+	out.Reset()
+	if code := cli.Main(ctx, []string{"cluster", "member", "remove", "h4"}, &out, &errOut); code != 0 {
+		t.Fatalf("hostd cluster member remove h4 (dead): exit %d, %s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := cli.Main(ctx, []string{"cluster", "member", "list"}, &out, &errOut); code != 0 || strings.Count(out.String(), "joined") != 3 || strings.Contains(out.String(), "h4") {
+		t.Fatalf("hostd cluster member list after h4 left: exit %d, %s%s", code, out.String(), errOut.String())
+	}
+	if !testenv.Poll(lease+5*time.Second, 20*time.Millisecond, 200*time.Millisecond, func() bool {
+		got, _, err := names(ctx, hosts[0])
+		return err == nil && slices.Equal(got, []string{"h1", "h2", "h3"})
+	}) {
+		hosts[0].fail("h1 still lists h4 after it died and left etcd")
+	}
 }
 
 // throughOther drives a desktop of another host through h: its record, a
