@@ -134,6 +134,10 @@ func (s *Server) placeE2B(c *gin.Context, snapshotOf func(string) string) {
 	c.Next()
 }
 
+// isE2B says whether r came through the E2B front door, whose callers
+// read errors in E2B's shape.
+func isE2B(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/e2b/") }
+
 // e2bAbort answers in E2B's error shape: the SDKs read the code from the
 // body, not the status line.
 func e2bAbort(c *gin.Context, status int, message string) {

@@ -50,6 +50,10 @@ func TestE2BRequestsReachTheHostThatRunsTheSandbox(t *testing.T) {
 	o := newOwner(t)
 	ownerAddr := strings.TrimPrefix(o.srv.URL, "http://")
 	here := &door{}
+	// A host that does not answer: a port that was just closed.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadAddr := strings.TrimPrefix(dead.URL, "http://")
+	dead.Close()
 	var mu sync.Mutex
 	var located, ensured, released []string
 	cfg := web.Config{Manager: f.Manager, Token: actToken, HostName: "a",
@@ -57,6 +61,12 @@ func TestE2BRequestsReachTheHostThatRunsTheSandbox(t *testing.T) {
 			mu.Lock()
 			located = append(located, id)
 			mu.Unlock()
+			switch id {
+			case "d-lost":
+				return "", false, fmt.Errorf("%w: desktop d-lost runs on host c, which the fleet lost", desktop.ErrUnavailable)
+			case "d-dead":
+				return deadAddr, true, nil
+			}
 			return ownerAddr, id == "d-elsewhere", nil
 		},
 		Place: func(_ context.Context, snap string) (string, bool, func(), error) {
@@ -192,6 +202,17 @@ func TestE2BRequestsReachTheHostThatRunsTheSandbox(t *testing.T) {
 	}
 	if code, body := call("POST", "/e2b/sandboxes", `{"templateID":"unknown"}`, key...); code != http.StatusOK || !strings.Contains(body, "here") {
 		t.Errorf("a create of a snapshot no host lists: %d %s; want this host's front door to answer", code, body)
+	}
+	// Errors on the way to another host answer in E2B's shape too.
+	for _, c := range []struct {
+		id   string
+		want int
+	}{{"d-lost", http.StatusGatewayTimeout}, {"d-dead", http.StatusBadGateway}} {
+		code, body := call("GET", "/e2b/sandboxes/"+c.id, "", key...)
+		e2bErr.Code, e2bErr.Message = 0, ""
+		if json.Unmarshal([]byte(body), &e2bErr) != nil || code != c.want || e2bErr.Code != c.want || e2bErr.Message == "" {
+			t.Errorf("sandbox %s: %d %s; want %d in E2B's error shape", c.id, code, body, c.want)
+		}
 	}
 	if got := here.requests(); len(got) != 7 {
 		t.Errorf("this host's front door saw %v; want the 4 served here, this host's sandbox and the 2 creates run here", got)

@@ -65,6 +65,11 @@ func (s *Server) passToOwnerOf(c *gin.Context, id string) {
 	}
 	addr, ok, err := s.cfg.Locate(c.Request.Context(), id)
 	if err != nil {
+		if isE2B(c.Request) {
+			status, _ := statusOf(err)
+			e2bAbort(c, status, err.Error())
+			return
+		}
 		fail(c, err)
 		c.Abort()
 		return
@@ -131,10 +136,14 @@ func (s *Server) passTo(c *gin.Context, addr, what string) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("fleet proxy", "for", what, "host", addr, "err", err)
+			message := "the host for " + what + " (" + addr + ") did not answer: " + err.Error()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)
-			json.NewEncoder(w).Encode(api.Error{Error: api.ErrorBody{Code: "host_unreachable",
-				Message: "the host for " + what + " (" + addr + ") did not answer: " + err.Error()}})
+			if isE2B(r) {
+				json.NewEncoder(w).Encode(gin.H{"code": http.StatusBadGateway, "message": message})
+				return
+			}
+			json.NewEncoder(w).Encode(api.Error{Error: api.ErrorBody{Code: "host_unreachable", Message: message}})
 		},
 		// Streams (events, exec, screenshots on change) pass at once.
 		FlushInterval: -1,
