@@ -145,7 +145,7 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	if err := bRecords.PutDesktop(d); err != nil {
 		return err
 	}
-	viaATLS, stopTLS, err := e.proxyOverTLS(ctx, b, token)
+	viaATLS, stopTLS, err := e.proxyOverTLS(ctx, etcd, b, token)
 	if err != nil {
 		return err
 	}
@@ -178,8 +178,10 @@ func (e *env) fleetSuite(ctx context.Context) error {
 
 // proxyOverTLS serves b's peer handler over the fleet's mutual TLS
 // (certificates made for the run) and returns a client of a second "a"
-// that passes every request to it over that TLS, as hosts of a fleet do.
-func (e *env) proxyOverTLS(ctx context.Context, b *web.Server, token string) (*client.Client, func(), error) {
+// that passes every request to it over that TLS, as hosts of a fleet do;
+// it locates the desktop in etcd as the first "a" does, so the two
+// differ by the TLS alone.
+func (e *env) proxyOverTLS(ctx context.Context, etcd *clientv3.Client, b *web.Server, token string) (*client.Client, func(), error) {
 	dir, err := os.MkdirTemp("", "bench-fleet-certs-")
 	if err != nil {
 		return nil, nil, err
@@ -205,8 +207,8 @@ func (e *env) proxyOverTLS(ctx context.Context, b *web.Server, token string) (*c
 	aSrv := httptest.NewServer(web.New(web.Config{Manager: aMgr, Drive: drive.New(ctx, drive.Config{Manager: aMgr, Logger: e.log}), Token: token, Logger: e.log, HostName: "a",
 		PeerTLS: aTLS.Client,
 		Locate: func(ctx context.Context, id string) (string, bool, error) {
-			_, err := e.mgr.Get(id)
-			return bPeerAddr, err == nil, nil
+			host, _, ok, err := fleet.Locate(ctx, etcd, "", id)
+			return bPeerAddr, ok && host != "a", err
 		},
 	}).Handler())
 	return client.New(aSrv.URL, token), func() { aSrv.Close(); aMgr.Close(); bPeers.Close() }, nil
