@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -107,23 +106,16 @@ func (s *Server) placeE2B(c *gin.Context, snapshotOf func(string) string) {
 		return
 	}
 	snap := snapshotOf(req.TemplateID)
-	addr, here, release, err := s.cfg.Place(c.Request.Context(), snap)
-	if errors.Is(err, desktop.ErrNotFound) {
-		// No host lists the snapshot: this host's create finds it, or
-		// says it is missing.
-		c.Next()
-		return
-	}
+	here, release, err := s.placeOrPass(c, snap, "a sandbox of "+snap)
 	if err != nil {
 		status, _ := statusOf(err)
 		e2bAbort(c, status, "place a sandbox of template "+req.TemplateID+": "+err.Error())
 		return
 	}
-	defer release()
 	if !here {
-		s.passTo(c, addr, "a sandbox of "+snap)
 		return
 	}
+	defer release()
 	if s.cfg.EnsureSnapshot != nil {
 		if err := s.cfg.EnsureSnapshot(c.Request.Context(), snap); err != nil {
 			status, _ := statusOf(err)

@@ -175,23 +175,35 @@ func (s *Server) place(c *gin.Context) (done bool, release func()) {
 		// here, where the request named it.
 		return false, func() {}
 	}
-	addr, here, release, err := s.cfg.Place(c.Request.Context(), req.Snapshot)
-	if errors.Is(err, desktop.ErrNotFound) {
-		// No host lists the snapshot yet (one baked here since this host
-		// last said what it holds): this host's create finds it, or says
-		// it is missing.
-		return false, func() {}
-	}
+	here, release, err := s.placeOrPass(c, req.Snapshot, "a desktop of "+req.Snapshot)
 	if err != nil {
 		fail(c, err)
 		return true, nil
 	}
+	return !here, release
+}
+
+// placeOrPass asks the fleet for the host of a new desktop of snapshot:
+// when it is another, c is passed there (here false); when it is this
+// host, the create runs here and calls release once the desktop's record
+// exists (or the create failed). An error is the placement's, unanswered.
+func (s *Server) placeOrPass(c *gin.Context, snapshot, what string) (here bool, release func(), err error) {
+	addr, here, release, err := s.cfg.Place(c.Request.Context(), snapshot)
+	if errors.Is(err, desktop.ErrNotFound) {
+		// No host lists the snapshot yet (one baked here since this host
+		// last said what it holds): this host's create finds it, or says
+		// it is missing.
+		return true, func() {}, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
 	if here {
-		return false, release
+		return true, release, nil
 	}
 	defer release()
-	s.passTo(c, addr, "a desktop of "+req.Snapshot)
-	return true, nil
+	s.passTo(c, addr, what)
+	return false, nil, nil
 }
 
 // RemoteDesktop is a desktop another host of the fleet runs, as its
