@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -63,8 +64,13 @@ func Members(ctx context.Context, c *clientv3.Client) ([]api.FleetMember, error)
 	if err != nil {
 		return nil, unreachable("list the fleet's etcd members", err)
 	}
-	out := make([]api.FleetMember, 0, len(resp.Members))
-	for _, m := range resp.Members {
+	return fleetMembers(resp.Members), nil
+}
+
+// fleetMembers are etcd's members as the API shows them, by peer URL.
+func fleetMembers(members []*etcdserverpb.Member) []api.FleetMember {
+	out := make([]api.FleetMember, 0, len(members))
+	for _, m := range members {
 		fm := api.FleetMember{Name: m.Name, Started: m.Name != ""}
 		if len(m.PeerURLs) > 0 {
 			fm.PeerURL = m.PeerURLs[0]
@@ -75,7 +81,7 @@ func Members(ctx context.Context, c *clientv3.Client) ([]api.FleetMember, error)
 		out = append(out, fm)
 	}
 	slices.SortFunc(out, func(a, b api.FleetMember) int { return strings.Compare(a.PeerURL, b.PeerURL) })
-	return out, nil
+	return out
 }
 
 // AddMember tells the fleet's etcd of a new member, name at peerURL, to be
@@ -97,13 +103,11 @@ func AddMember(ctx context.Context, c *clientv3.Client, name, peerURL string, tl
 			return nil, fmt.Errorf("%w: the fleet's etcd already has a member %q at %s: remove it first (hostd cluster member remove)", desktop.ErrConflict, m.Name, m.PeerURL)
 		}
 	}
-	if err := addWhenHealthy(ctx, c, peerURL); err != nil {
+	added, err := addWhenHealthy(ctx, c, peerURL)
+	if err != nil {
 		return nil, fmt.Errorf("%w: add etcd member %s at %s: %v (etcd adds one only while its members can agree after it: are they all up?)", desktop.ErrConflict, name, peerURL, err)
 	}
-	members, err = Members(ctx, c)
-	if err != nil {
-		return nil, err
-	}
+	members = fleetMembers(added)
 	for i, m := range members {
 		if m.PeerURL == peerURL {
 			members[i].Name = name
@@ -118,20 +122,23 @@ func AddMember(ctx context.Context, c *clientv3.Client, name, peerURL string, tl
 const healthyWait = 30 * time.Second
 
 // addWhenHealthy adds the member at peerURL, waiting out etcd's "unhealthy
-// cluster" refusals for up to healthyWait.
-func addWhenHealthy(ctx context.Context, c *clientv3.Client, peerURL string) error {
+// cluster" refusals for up to healthyWait, and returns the members after.
+func addWhenHealthy(ctx context.Context, c *clientv3.Client, peerURL string) ([]*etcdserverpb.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, healthyWait)
 	defer cancel()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, err := c.MemberAdd(ctx, []string{peerURL})
+		resp, err := c.MemberAdd(ctx, []string{peerURL})
+		if err == nil {
+			return resp.Members, nil
+		}
 		if !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-tick.C:
 		}
 	}
