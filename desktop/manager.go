@@ -123,6 +123,9 @@ type entry struct {
 	savedExpiry time.Time
 	// prio is the machine's CPU share by use (priority.go).
 	prio usePriority
+	// hold, while a move sends the desktop's state, is closed when the
+	// move ends: requests wait on it (Moves.Hold).
+	hold chan struct{}
 }
 
 // guestState is where a desktop's guest set-up stands, guarded by the

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warmdesk/warmdesk/desktop"
+	"github.com/warmdesk/warmdesk/internal/qcow2"
 )
 
 // SnapshotFileURL is where the fleet host whose API is at base
@@ -253,7 +254,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // host: the disk names it by the path it has on the host it came from (a
 // relative name is taken from dir, where the disk will be).
 func backingHere(disk, dir string) error {
-	backing, err := BackingFile(disk)
+	backing, err := qcow2.BackingFile(disk)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -226,4 +227,19 @@ func TestPullOfALayeredSnapshot(t *testing.T) {
 	if entries, _ := os.ReadDir(cat.Dir()); len(entries) != 0 {
 		t.Fatalf("the refused pull left %v", entries)
 	}
+}
+
+// header builds a qcow2 header naming backing at offset 72 (none when ""):
+// the magic, version 3, the name's offset and length, 64 KiB clusters.
+func header(backing string) []byte {
+	b := make([]byte, 72+len(backing))
+	copy(b, "QFI\xfb")
+	binary.BigEndian.PutUint32(b[4:8], 3)
+	binary.BigEndian.PutUint32(b[20:24], 16)
+	if backing != "" {
+		binary.BigEndian.PutUint64(b[8:16], 72)
+		binary.BigEndian.PutUint32(b[16:20], uint32(len(backing)))
+		copy(b[72:], backing)
+	}
+	return b
 }

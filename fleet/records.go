@@ -70,6 +70,8 @@ type desktopRecord struct {
 	Host       string          `json:"host"`
 	Generation uint64          `json:"generation,omitempty"`
 	Desktop    desktop.Desktop `json:"desktop"`
+	// MovingTo names the host a move hands the desktop to (BeginMove).
+	MovingTo string `json:"moving_to,omitempty"`
 }
 
 func decodeDesktopRecord(b []byte) (desktopRecord, error) {

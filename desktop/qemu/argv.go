@@ -29,6 +29,9 @@ type Config struct {
 	Volumes []VolumeFDs
 	// Incoming starts QEMU waiting for migrate-incoming.
 	Incoming bool
+	// Paused keeps the guest stopped after an incoming migration, even
+	// one from a running source, until cont (-S).
+	Paused bool
 	// Sandbox turns on QEMU's seccomp sandbox with every deny option.
 	Sandbox bool
 	// RunAs, when set, is the user QEMU becomes once it has opened the files
@@ -104,6 +107,9 @@ func Argv(c Config) []string {
 	}
 	if c.Incoming {
 		a = append(a, "-incoming", "defer")
+	}
+	if c.Paused {
+		a = append(a, "-S")
 	}
 	return a
 }

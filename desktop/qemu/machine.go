@@ -82,8 +82,10 @@ type Machine struct {
 	boundOnce sync.Once
 
 	// wokeFrom is the hibernation state a woken machine came from, kept
-	// until Committed.
+	// until Committed; movedIn says a desktop moved into it, its guest
+	// held until Committed.
 	wokeFrom string
+	movedIn  bool
 
 	// jail is the machine's user id, cgroup and owned disk.
 	jail *jail

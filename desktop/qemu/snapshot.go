@@ -454,9 +454,14 @@ func (d *Driver) wake(ctx context.Context, spec desktop.RestoreSpec) (desktop.Ma
 // from, now that the Manager's record names the running machine.
 func (m *Machine) Committed(ctx context.Context) error {
 	m.mu.Lock()
-	path := m.wokeFrom
-	m.wokeFrom = ""
+	path, moved := m.wokeFrom, m.movedIn
+	m.wokeFrom, m.movedIn = "", false
 	m.mu.Unlock()
+	if moved {
+		// Resume arms the disk bound; cont activates the disk, whose
+		// overlay the move finished writing.
+		return m.Resume(ctx)
+	}
 	if path == "" {
 		return nil
 	}

@@ -48,14 +48,19 @@ type Migration struct {
 	// Fault is a kill point (desktop.Fault) reached once an outgoing
 	// migration is under way: the crash tests end hostd there.
 	Fault string
+	// LateBlockActivate, on an incoming migration, leaves the disks
+	// inactive after the state loaded, until cont: a live move writes the
+	// disk overlay's last changes in between.
+	LateBlockActivate bool
 }
 
 // Capabilities is the argument of migrate-set-capabilities for a
-// migration: x-ignore-shared as asked, and MIGRATION events, which the
-// wait for the end listens to.
-func Capabilities(ignoreShared bool) map[string]any {
+// migration: x-ignore-shared and late-block-activate as asked, and
+// MIGRATION events, which the wait for the end listens to.
+func Capabilities(ignoreShared, lateBlockActivate bool) map[string]any {
 	return map[string]any{"capabilities": []map[string]any{
 		{"capability": "x-ignore-shared", "state": ignoreShared},
+		{"capability": "late-block-activate", "state": lateBlockActivate},
 		{"capability": "events", "state": true},
 	}}
 }
@@ -73,7 +78,7 @@ type Migrating struct {
 // its end cannot be missed) and starts the migration. An incoming
 // migration's command returns once QEMU listens on the URI.
 func StartMigration(ctx context.Context, mon Monitor, m Migration) (*Migrating, error) {
-	if err := mon.Execute(ctx, "migrate-set-capabilities", Capabilities(m.IgnoreShared), nil); err != nil {
+	if err := mon.Execute(ctx, "migrate-set-capabilities", Capabilities(m.IgnoreShared, m.LateBlockActivate), nil); err != nil {
 		return nil, fmt.Errorf("set migration capabilities: %w", err)
 	}
 	if err := mon.Execute(ctx, "migrate-set-parameters", map[string]any{"max-bandwidth": Unthrottled}, nil); err != nil {

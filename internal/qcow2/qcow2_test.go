@@ -1,4 +1,4 @@
-package fleet
+package qcow2
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 // header builds a qcow2 header naming backing at offset 72 (none when "").
 func header(backing string) []byte {
 	b := make([]byte, 72+len(backing))
+	binary.BigEndian.PutUint32(b[20:24], 16)
 	copy(b, qcow2Magic)
 	binary.BigEndian.PutUint32(b[4:8], 3)
 	if backing != "" {
@@ -76,4 +77,49 @@ func FuzzBackingFromHeader(f *testing.F) {
 			t.Fatalf("a name of %d bytes", len(name))
 		}
 	})
+}
+
+// A renamed backing file is what qemu-img then reads, and the image stays
+// whole; an image without one, or a name past the header's cluster, is
+// refused untouched.
+func TestSetBackingFileOfARealImage(t *testing.T) {
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img is not installed")
+	}
+	dir := t.TempDir()
+	base, top := filepath.Join(dir, "base.qcow2"), filepath.Join(dir, "top.qcow2")
+	for _, args := range [][]string{{"create", "-q", "-f", "qcow2", base, "64M"}, {"create", "-q", "-f", "qcow2", "-b", base, "-F", "qcow2", top}} {
+		if out, err := exec.Command(qemuImg, args...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v: %s", args, err, out)
+		}
+	}
+	moved := filepath.Join(dir, "elsewhere", "a-longer-directory-name", "base.qcow2")
+	os.MkdirAll(filepath.Dir(moved), 0o755)
+	if err := os.Rename(base, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetBackingFile(top, moved); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := BackingFile(top); err != nil || got != moved {
+		t.Fatalf("BackingFile after the rename = %q, %v; want %q", got, err, moved)
+	}
+	out, err := exec.Command(qemuImg, "info", "--output=json", top).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(`"backing-filename": "`+moved+`"`)) {
+		t.Fatalf("qemu-img info after the rename: %v: %s", err, out)
+	}
+	if out, err := exec.Command(qemuImg, "check", top).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img check after the rename: %v: %s", err, out)
+	}
+	if err := SetBackingFile(moved, top); err == nil {
+		t.Fatal("an image without a backing file was given one")
+	}
+	before, _ := os.ReadFile(top)
+	if err := SetBackingFile(top, "/"+string(bytes.Repeat([]byte("x"), maxBackingLength))); err == nil {
+		t.Fatal("a name past the limit was written")
+	}
+	if after, _ := os.ReadFile(top); !bytes.Equal(before, after) {
+		t.Fatal("a refused rename changed the image")
+	}
 }

@@ -1,0 +1,356 @@
+// Moving a running desktop to another host of a fleet (live migration):
+// this host's side of a move out, and of a move in.
+
+package desktop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// EventMoved: a desktop came to run on this host from another.
+const EventMoved EventType = "desktop.moved"
+
+// Kill points of a move, for the fleet's fault tests (not in FaultPoints:
+// a single host never reaches them).
+const (
+	// The target has taken the desktop's record and runs it; the source
+	// has not yet heard.
+	FaultMoveTaken = "move.taken"
+	// The source heard that the target runs the desktop; its own machine
+	// is not yet ended.
+	FaultMoveSwitched = "move.switched"
+	// The target is receiving the desktop's state.
+	FaultMoveReceiving = "move.receiving"
+)
+
+// MoveStats tell how a move went. The source's machine fills what QEMU
+// reports; the Manager adds the time requests were held.
+type MoveStats struct {
+	// Total is from the move's start until the target ran the guest.
+	Total time.Duration `json:"total_ms"`
+	// Downtime is QEMU's: how long the guest's CPUs were stopped on the
+	// source before the state was whole on the target.
+	Downtime time.Duration `json:"downtime_ms"`
+	// Held is how long requests for the desktop were held.
+	Held time.Duration `json:"held_ms"`
+	// StateBytes is QEMU's migration stream; DiskBytes the disk overlay's
+	// chunks sent, over every pass.
+	StateBytes int64 `json:"state_bytes"`
+	DiskBytes  int64 `json:"disk_bytes"`
+}
+
+// LiveSender is a Machine that can move to another host while it runs.
+type LiveSender interface {
+	// SendLive writes the machine's move stream to w: its disk overlay
+	// and its state, copied while the guest runs, then what changed with
+	// its CPUs stopped. hold is called once, before the state starts to
+	// go: from then on no request may reach the machine. On success the
+	// guest is left stopped (the caller ends it once the other host runs
+	// it, or resumes it); on failure it runs.
+	SendLive(ctx context.Context, w io.Writer, hold func(context.Context) error) (MoveStats, error)
+}
+
+// LiveReceiver is a Driver that can take a machine moving in.
+type LiveReceiver interface {
+	// Incoming prepares a machine for a moving desktop's stream.
+	Incoming(ctx context.Context, spec IncomingSpec) (Incoming, error)
+}
+
+// IncomingSpec describes a machine a desktop moves into.
+type IncomingSpec struct {
+	ID       string
+	Snapshot Snapshot
+	// Source is the machine record the desktop had on its source host.
+	Source json.RawMessage
+}
+
+// Incoming is a machine being loaded with a moving desktop.
+type Incoming interface {
+	// Receive reads the move stream from r until the source asks to
+	// commit, and returns the machine, its guest stopped until Committed
+	// (it is a Committer), and that request's data.
+	Receive(ctx context.Context, r io.Reader) (Machine, []byte, error)
+	// Abandon ends and removes what a Receive that failed left.
+	Abandon(ctx context.Context)
+}
+
+// MoveStore is a Store that can hand a desktop's record to another host:
+// the fleet's records.
+type MoveStore interface {
+	// BeginMove marks d's record, this host's, as moving to host to: only
+	// that host may take it.
+	BeginMove(d Desktop, to string) error
+	// EndMove clears the mark of a move that failed, if the record is
+	// still this host's; taken says another host took it meanwhile.
+	EndMove(d Desktop) (taken bool, err error)
+	// TakeMoved writes d as this host's, if its record is still marked as
+	// moving here from host from.
+	TakeMoved(d Desktop, from string) error
+}
+
+// Moves hands running desktops to other hosts and takes them in.
+type Moves struct {
+	m *Manager
+	// away are the desktops that moved from here, by the time they went:
+	// requests another host passed here before it knew are passed on.
+	mu   sync.Mutex
+	away map[string]time.Time
+}
+
+// awayFor is how long a desktop that moved away is remembered.
+const awayFor = 10 * time.Minute
+
+// maxHold bounds the wait for the requests under way on a desktop before
+// its state starts to go.
+const maxHold = 10 * time.Second
+
+// NewMoves moves m's running desktops to the other hosts of a fleet, and
+// takes theirs in. hostd makes one per Manager.
+func NewMoves(m *Manager) *Moves { return &Moves{m: m} }
+
+func (mv *Moves) store() (MoveStore, error) {
+	ms, ok := mv.m.store.(MoveStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: moving a desktop needs a fleet (hostd serve --cluster-name)", ErrConflict)
+	}
+	return ms, nil
+}
+
+// Send moves desktop id to host to. send carries the machine's stream
+// to that host and returns once that host runs the desktop, or fails; it
+// calls hold (given to SendLive) before the state goes. On failure the
+// desktop runs on here, unless the other host took it meanwhile.
+func (mv *Moves) Send(ctx context.Context, id, to string, send func(ctx context.Context, mach LiveSender, d Desktop, hold func(context.Context) error) error) (Desktop, error) {
+	ms, err := mv.store()
+	if err != nil {
+		return Desktop{}, err
+	}
+	e, err := mv.m.lookup(id)
+	if err != nil {
+		return Desktop{}, err
+	}
+	e.op.Lock()
+	defer e.op.Unlock()
+	e.mu.Lock()
+	d, mach := e.d, e.m
+	e.mu.Unlock()
+	if d.State != StateRunning || mach == nil {
+		return d, &TransitionError{ID: id, From: d.State, Action: "move"}
+	}
+	ls, ok := mach.(LiveSender)
+	switch {
+	case !ok:
+		return d, fmt.Errorf("%w: the %s driver cannot move a running desktop", ErrConflict, d.Driver)
+	case len(d.Volumes) > 0:
+		return d, fmt.Errorf("%w: desktop %s holds volumes, whose files stay on this host: detach them first", ErrConflict, id)
+	}
+	if err := ms.BeginMove(d, to); err != nil {
+		return d, fmt.Errorf("move %s: %w", id, err)
+	}
+	gate := make(chan struct{})
+	var heldAt time.Time
+	hold := func(ctx context.Context) error {
+		heldAt = time.Now()
+		e.mu.Lock()
+		e.hold = gate
+		e.mu.Unlock()
+		return mv.drain(ctx, e)
+	}
+	release := func() {
+		e.mu.Lock()
+		e.hold = nil
+		e.mu.Unlock()
+		close(gate)
+	}
+	err = send(ctx, ls, d, hold)
+	if err != nil {
+		taken, ferr := ms.EndMove(d)
+		if ferr != nil {
+			mv.m.log.Error("a failed move's mark stays on its record", "desktop", id, "err", ferr)
+		}
+		if !taken {
+			mv.resumeHere(e, mach)
+			release()
+			return d, fmt.Errorf("move %s to %s: %w; it runs on here", id, to, err)
+		}
+		mv.m.log.Warn("the move's answer was lost, but the target took the desktop", "desktop", id, "to", to, "err", err)
+	}
+	Fault(FaultMoveSwitched)
+	mv.gone(e, mach, to)
+	release()
+	if !heldAt.IsZero() {
+		mv.m.log.Info("desktop moved", "desktop", id, "to", to, "held", time.Since(heldAt).Round(time.Millisecond))
+	}
+	return d, nil
+}
+
+// drain waits, up to maxHold, until no request uses e.
+func (mv *Moves) drain(ctx context.Context, e *entry) error {
+	ctx, cancel := context.WithTimeout(ctx, maxHold)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		e.mu.Lock()
+		n := e.inUse
+		e.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d requests still use the desktop after %s", ErrUnavailable, n, maxHold)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// resumeHere runs the guest again after a move that failed with it
+// stopped.
+func (mv *Moves) resumeHere(e *entry, mach Machine) {
+	ctx, cancel := context.WithTimeout(mv.m.base, 30*time.Second)
+	defer cancel()
+	s, ok := mach.(Stopper)
+	if !ok {
+		return
+	}
+	if stopped, err := s.Stopped(ctx); err == nil && stopped {
+		if err := mach.Resume(ctx); err != nil {
+			mv.m.log.Error("resume a desktop whose move failed", "desktop", e.snapshot().ID, "err", err)
+		}
+	}
+}
+
+// gone drops a desktop that another host now runs: its machine here ends,
+// its record is that host's.
+func (mv *Moves) gone(e *entry, mach Machine, to string) {
+	e.mu.Lock()
+	e.expectExit = true
+	e.m = nil
+	id := e.d.ID
+	e.mu.Unlock()
+	mv.mu.Lock()
+	if mv.away == nil {
+		mv.away = map[string]time.Time{}
+	}
+	now := time.Now()
+	for k, at := range mv.away {
+		if now.Sub(at) > awayFor {
+			delete(mv.away, k)
+		}
+	}
+	mv.away[id] = now
+	mv.mu.Unlock()
+	mv.m.forget(id)
+	if mv.m.obs != nil {
+		mv.m.obs.MachineDown(id)
+		mv.m.obs.Forget(id)
+	}
+	ctx, cancel := context.WithTimeout(mv.m.base, time.Minute)
+	defer cancel()
+	if err := mach.Destroy(ctx); err != nil {
+		mv.m.log.Warn("end the machine of a desktop that moved away", "desktop", id, "to", to, "err", err)
+	}
+}
+
+// MovedAway says whether desktop id moved from this host lately.
+func (mv *Moves) MovedAway(id string) bool {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	at, ok := mv.away[id]
+	return ok && time.Since(at) < awayFor
+}
+
+// Hold waits while desktop id's move holds its requests: until the move
+// ends (the desktop is then here, or gone) or ctx does.
+func (mv *Moves) Hold(ctx context.Context, id string) error {
+	e, err := mv.m.lookup(id)
+	if err != nil {
+		return nil
+	}
+	e.mu.Lock()
+	gate := e.hold
+	e.mu.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: desktop %s is moving to another host: %w", ErrUnavailable, id, ctx.Err())
+	}
+}
+
+// Receive takes in desktop d, moving here from host from, loading its
+// stream from r, and returns it with the source's commit request. The
+// desktop is this host's once its record is (TakeMoved), and its guest
+// then runs here.
+func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reader) (Desktop, []byte, error) {
+	ms, err := mv.store()
+	if err != nil {
+		return Desktop{}, nil, err
+	}
+	m := mv.m
+	lr, ok := m.drv.(LiveReceiver)
+	if !ok {
+		return Desktop{}, nil, fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
+	}
+	if _, err := m.lookup(d.ID); err == nil {
+		return Desktop{}, nil, fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
+	}
+	snap, err := m.catalog.Get(d.Snapshot)
+	if err != nil {
+		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	if err := m.capacity.checkSpace("move in"); err != nil {
+		return Desktop{}, nil, err
+	}
+	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
+	if err != nil {
+		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	defer release()
+	in, err := lr.Incoming(ctx, IncomingSpec{ID: d.ID, Snapshot: snap, Source: d.Machine})
+	if err != nil {
+		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	abandon := func(err error) (Desktop, []byte, error) {
+		actx, cancel := context.WithTimeout(m.base, time.Minute)
+		defer cancel()
+		in.Abandon(actx)
+		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	mach, commit, err := in.Receive(ctx, r)
+	if err != nil {
+		return abandon(err)
+	}
+	d.Machine, d.Driver, d.State, d.Reason = mach.Record(), m.drv.Name(), StateRunning, ""
+	d.GuestPending = true
+	if err := ms.TakeMoved(d, from); err != nil {
+		return abandon(err)
+	}
+	Fault(FaultMoveTaken)
+	e := &entry{d: d, m: mach, guest: guestState{ready: newGuestReady()}}
+	e.op.Lock()
+	defer e.op.Unlock()
+	m.mu.Lock()
+	m.desktops[d.ID] = e
+	m.mu.Unlock()
+	// The record is this host's: from here the desktop lives here, and a
+	// guest that does not start is this host's failure to report.
+	if c, ok := mach.(Committer); ok {
+		if err := c.Committed(m.base); err != nil {
+			return m.failed(e, "its guest did not start after the move: "+err.Error()), commit, fmt.Errorf("move in %s: %w", d.ID, err)
+		}
+	}
+	// The guest's clock stood still while it moved: set again.
+	m.machineUp(e, mach, true, nil)
+	d = e.snapshot()
+	m.publish(EventMoved, d)
+	m.kickTTL()
+	return d, commit, nil
+}

@@ -1,0 +1,88 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/warmdesk/warmdesk/desktop"
+)
+
+var _ desktop.MoveStore = (*Records)(nil)
+
+// BeginMove marks a desktop record of this host as moving to host to: only
+// that host may take it (TakeMoved), and any later write of the record by
+// this host (EndMove, or any PutDesktop) takes the mark away first.
+func (r *Records) BeginMove(d desktop.Desktop, to string) error {
+	if to == r.host {
+		return fmt.Errorf("%w: desktop %s already runs on %s", desktop.ErrInvalid, d.ID, to)
+	}
+	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: r.generation.Load(), Desktop: d, MovingTo: to})
+	if err != nil {
+		return err
+	}
+	return r.ownedTxn("mark desktop "+d.ID+" as moving", r.desktopKey(d.ID), clientv3.OpPut(r.desktopKey(d.ID), string(v)))
+}
+
+// EndMove takes a failed move's mark off a desktop record, if the record
+// is still this host's; taken says another host took it meanwhile (the
+// move's target, whose answer did not arrive).
+func (r *Records) EndMove(d desktop.Desktop) (taken bool, err error) {
+	err = r.PutDesktop(d)
+	if errors.Is(err, ErrNotOwned) {
+		return true, nil
+	}
+	return false, err
+}
+
+// TakeMoved makes a desktop record this host's, in one transaction on the
+// record's revision: only while it is host from's and marked as moving
+// here. So a record is never in two places: the source's EndMove and this
+// take cannot both succeed.
+func (r *Records) TakeMoved(d desktop.Desktop, from string) error {
+	key := r.desktopKey(d.ID)
+	gen := r.generation.Load()
+	genKey := generationKey(r.prefix, r.host)
+	what := "take desktop " + d.ID + " from " + from
+	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: gen, Desktop: d})
+	if err != nil {
+		return err
+	}
+	return retry(what, func(ctx context.Context) error {
+		for {
+			read, err := r.c.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(genKey)).Commit()
+			if err != nil {
+				return err
+			}
+			kvs := read.Responses[0].GetResponseRange().Kvs
+			if len(kvs) != 1 {
+				return fmt.Errorf("%w: %s: the desktop has no record", desktop.ErrConflict, what)
+			}
+			rec, err := decodeDesktopRecord(kvs[0].Value)
+			if err != nil {
+				return err
+			}
+			if rec.Host != from || rec.MovingTo != r.host {
+				return fmt.Errorf("%w: %s: its record is not moving here (it is %s's, moving to %q)", desktop.ErrConflict, what, rec.Host, rec.MovingTo)
+			}
+			cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)}
+			if gen > 0 {
+				if now := generations(r.prefix, read.Responses[1].GetResponseRange().Kvs)[r.host]; now != gen {
+					return superseded(what, r.host, gen, now)
+				}
+				cmps = append(cmps, clientv3.Compare(clientv3.Value(genKey), "=", strconv.FormatUint(gen, 10)))
+			}
+			txn, err := r.c.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(v))).Commit()
+			if err != nil {
+				return err
+			}
+			if txn.Succeeded {
+				return nil
+			}
+		}
+	})
+}
