@@ -398,3 +398,32 @@ type FleetHost struct {
 	// Draining hosts take no new desktops (hostd fleet drain).
 	Draining bool `json:"draining,omitempty"`
 }
+
+// MoveDesktop is POST /v1/desktops/ID/move: the host of the fleet to move
+// the running desktop to; empty lets the source choose (the live host,
+// not draining, with the most guest memory free).
+type MoveDesktop struct {
+	To string `json:"to,omitempty"`
+}
+
+// Move is how a move went: the desktop as its new host runs it, and the
+// figures.
+type Move struct {
+	Desktop Desktop `json:"desktop"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	// TotalMs is from the move's start until the new host ran the guest.
+	TotalMs int64 `json:"total_ms"`
+	// DowntimeMs is QEMU's: the guest's CPUs stopped on the source until
+	// its state was whole; SwitchMs from then until the new host ran it
+	// (the disk's last changes, the record's hand-over, the guest's
+	// start). The guest stood still for about their sum.
+	DowntimeMs int64 `json:"downtime_ms"`
+	SwitchMs   int64 `json:"switch_ms"`
+	// HeldMs is how long requests for the desktop waited.
+	HeldMs int64 `json:"held_ms"`
+	// StateBytes is QEMU's migration stream; DiskBytes the disk overlay's
+	// chunks sent.
+	StateBytes int64 `json:"state_bytes"`
+	DiskBytes  int64 `json:"disk_bytes"`
+}

@@ -267,3 +267,11 @@ func (c *Client) Drain(ctx context.Context, host string, on bool) (api.Fleet, er
 	err := c.Do(ctx, method, "/v1/fleet/hosts/"+url.PathEscape(host)+"/drain", nil, &f)
 	return f, err
 }
+
+// MoveDesktop moves a running desktop of a fleet to host to, or to the
+// host the fleet chooses when to is empty, and says how the move went.
+func (c *Client) MoveDesktop(ctx context.Context, id, to string) (api.Move, error) {
+	var m api.Move
+	err := c.Do(ctx, http.MethodPost, "/v1/desktops/"+url.PathEscape(id)+"/move", api.MoveDesktop{To: to}, &m)
+	return m, err
+}

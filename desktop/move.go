@@ -28,20 +28,14 @@ const (
 	FaultMoveReceiving = "move.receiving"
 )
 
-// MoveStats tell how a move went. The source's machine fills what QEMU
-// reports; the Manager adds the time requests were held.
+// MoveStats are what the source's machine measured of a move.
 type MoveStats struct {
-	// Total is from the move's start until the target ran the guest.
-	Total time.Duration `json:"total_ms"`
 	// Downtime is QEMU's: how long the guest's CPUs were stopped on the
-	// source before the state was whole on the target.
-	Downtime time.Duration `json:"downtime_ms"`
-	// Held is how long requests for the desktop were held.
-	Held time.Duration `json:"held_ms"`
+	// source before its state was whole.
+	Downtime time.Duration
 	// StateBytes is QEMU's migration stream; DiskBytes the disk overlay's
 	// chunks sent, over every pass.
-	StateBytes int64 `json:"state_bytes"`
-	DiskBytes  int64 `json:"disk_bytes"`
+	StateBytes, DiskBytes int64
 }
 
 // LiveSender is a Machine that can move to another host while it runs.
@@ -285,29 +279,47 @@ func (mv *Moves) Hold(ctx context.Context, id string) error {
 	}
 }
 
+// CanTake says whether desktop d could move here now: a fleet's host, a
+// driver that takes moving machines, the desktop not here yet, its
+// snapshot in the catalog, and room under the caps (ErrCapacity).
+func (mv *Moves) CanTake(d Desktop) error {
+	if _, err := mv.store(); err != nil {
+		return err
+	}
+	m := mv.m
+	if _, ok := m.drv.(LiveReceiver); !ok {
+		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
+	}
+	if _, err := m.lookup(d.ID); err == nil {
+		return fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
+	}
+	if _, err := m.catalog.Get(d.Snapshot); err != nil {
+		return fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	if err := m.capacity.checkSpace("move in"); err != nil {
+		return err
+	}
+	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
+	if err != nil {
+		return fmt.Errorf("move in %s: %w", d.ID, err)
+	}
+	release()
+	return nil
+}
+
 // Receive takes in desktop d, moving here from host from, loading its
 // stream from r, and returns it with the source's commit request. The
 // desktop is this host's once its record is (TakeMoved), and its guest
 // then runs here.
 func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reader) (Desktop, []byte, error) {
-	ms, err := mv.store()
-	if err != nil {
+	if err := mv.CanTake(d); err != nil {
 		return Desktop{}, nil, err
 	}
 	m := mv.m
-	lr, ok := m.drv.(LiveReceiver)
-	if !ok {
-		return Desktop{}, nil, fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
-	}
-	if _, err := m.lookup(d.ID); err == nil {
-		return Desktop{}, nil, fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
-	}
+	ms, lr := m.store.(MoveStore), m.drv.(LiveReceiver)
 	snap, err := m.catalog.Get(d.Snapshot)
 	if err != nil {
 		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	if err := m.capacity.checkSpace("move in"); err != nil {
-		return Desktop{}, nil, err
 	}
 	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
 	if err != nil {

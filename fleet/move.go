@@ -86,3 +86,46 @@ func (r *Records) TakeMoved(d desktop.Desktop, from string) error {
 		}
 	})
 }
+
+// MoveTarget is the host a desktop of this host moves to, and its peer
+// address: to, when named (a live host that is not draining and restores
+// what this host's machines run), or else the such host with the most
+// guest memory free and room for one more desktop. The target checks its
+// room again when the desktop comes (507).
+func (n *Node) MoveTarget(ctx context.Context, to string, memoryMiB int) (name, peer string, err error) {
+	hosts, err := Hosts(ctx, n.client, n.prefix)
+	if err != nil {
+		return "", "", err
+	}
+	self := n.describe().Restore
+	var best *Host
+	for i, h := range hosts {
+		switch {
+		case to != "" && h.Name != to:
+			continue
+		case h.Name == n.cfg.Host:
+			return "", "", fmt.Errorf("%w: the desktop already runs on %s", desktop.ErrInvalid, h.Name)
+		case to != "" && h.Draining:
+			return "", "", fmt.Errorf("%w: host %s is draining: it takes no desktops (hostd fleet undrain %s)", desktop.ErrConflict, to, to)
+		case to != "" && h.Restore != self:
+			return "", "", fmt.Errorf("%w: host %s runs another QEMU build, machine type or accelerator (%+v, here %+v): a running machine moves only between hosts of the same", desktop.ErrConflict, to, h.Restore, self)
+		case h.Draining || h.Restore != self:
+			continue
+		}
+		free := h.MemoryMiB - h.UsedMemoryMiB - memoryMiB
+		if to == "" && (free < 0 || h.Desktops+1 > h.MaxDesktops) {
+			continue
+		}
+		if best == nil || free > best.MemoryMiB-best.UsedMemoryMiB-memoryMiB {
+			best = &hosts[i]
+		}
+	}
+	if best == nil && to != "" {
+		return "", "", fmt.Errorf("%w: host %s is not a live host of the fleet (hostd fleet status)", desktop.ErrNotFound, to)
+	}
+	if best == nil {
+		return "", "", fmt.Errorf("%w: %w: no other live host that is not draining has room for a desktop of %d MiB", desktop.ErrCapacity, ErrNoRoom, memoryMiB)
+	}
+	addr, err := best.peerAddress()
+	return best.Name, addr, err
+}

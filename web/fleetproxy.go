@@ -41,8 +41,26 @@ func (s *Server) toOwner(c *gin.Context) {
 			return
 		}
 	}
-	if s.cfg.Locate == nil || id == "" || !strings.HasPrefix(c.FullPath(), "/v1/desktops/:id") || c.Request.Header.Get(proxiedBy) != "" {
+	if s.cfg.Locate == nil || id == "" || !strings.HasPrefix(c.FullPath(), "/v1/desktops/:id") {
 		c.Next()
+		return
+	}
+	if s.cfg.Moves != nil {
+		// A request that comes while the desktop's state moves waits
+		// for the move's end, then goes where the desktop runs.
+		if err := s.cfg.Moves.Hold(c.Request.Context(), id); err != nil {
+			fail(c, err)
+			return
+		}
+	}
+	if c.Request.Header.Get(proxiedBy) != "" {
+		// Served where it lands, unless the desktop moved from here
+		// before the host that passed it on knew.
+		if _, err := s.cfg.Manager.Get(id); err == nil || s.cfg.Moves == nil || !s.cfg.Moves.MovedAway(id) {
+			c.Next()
+			return
+		}
+		s.passToOwnerOf(c, id)
 		return
 	}
 	// The token is checked where the desktop runs; a request with none is

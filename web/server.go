@@ -67,6 +67,10 @@ type Config struct {
 	// Members grows and shrinks the fleet's embedded etcd; nil on a single
 	// host.
 	Members FleetMembers
+	// Moves and MoveTarget move running desktops between the fleet's
+	// hosts (fleetmove.go); nil on a single host.
+	Moves      *desktop.Moves
+	MoveTarget MoveTarget
 	// PeerTLS is this host's client side of the mutual TLS between the
 	// hosts of a fleet (fleetpeers.go): requests to other hosts use it,
 	// and requests another host passed on are taken on PeerHandler only.
@@ -139,6 +143,7 @@ func New(cfg Config) *Server {
 	v1.POST("/desktops", need(needDaemon), s.createDesktop)
 	v1.GET("/desktops/:id", need(needView), s.getDesktop)
 	v1.DELETE("/desktops/:id", need(needDaemon), s.deleteDesktop)
+	v1.POST("/desktops/:id/move", need(needDaemon), s.moveDesktop)
 	for _, op := range []string{"pause", "resume", "hibernate", "wake", "fork", "snapshot"} {
 		v1.POST("/desktops/:id/"+op, need(needDaemon), s.desktopOp(op))
 	}
@@ -164,6 +169,7 @@ func New(cfg Config) *Server {
 	v1.GET("/host", need(needDaemon), s.getHost)
 	v1.GET("/fleet", need(needDaemon), s.getFleet)
 	v1.GET("/fleet/snapshots/:name/:file", need(needDaemon), s.snapshotFile)
+	v1.POST("/fleet/moves", need(needDaemon), s.takeMove)
 	v1.GET("/fleet/members", need(needDaemon), s.listMembers)
 	v1.POST("/fleet/members", need(needDaemon), s.addMember)
 	v1.DELETE("/fleet/members/:name", need(needDaemon), s.removeMember)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
@@ -27,6 +28,7 @@ func openNode(ctx context.Context, cfg config.Serve, token string, log *slog.Log
 func wireFleet(c *web.Config, n *fleet.Node, host string) {
 	c.Fleet, c.Locate, c.Place, c.Drain, c.HostName, c.Members = n.Status, n.Locate, n.Place, n.Drain, host, n
 	c.EnsureSnapshot, c.Peers, c.PullEvents, c.RotateToken, c.PeerTLS = n.EnsureSnapshot, n.Peers, n.PullEvents, n.RotateToken, n.PeerTLS().Client
+	c.Moves, c.MoveTarget = desktop.NewMoves(c.Manager), n.MoveTarget
 	c.Others = func(ctx context.Context) ([]web.RemoteDesktop, error) {
 		all, err := n.Others(ctx)
 		if err != nil {

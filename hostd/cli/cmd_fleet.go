@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/warmdesk/warmdesk/api"
+	"github.com/warmdesk/warmdesk/client"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 )
@@ -61,17 +63,23 @@ func clusterCerts(_ context.Context, e *env, args []string) error {
 func cmdFleet(ctx context.Context, e *env, args []string) error {
 	return sub(ctx, e, "fleet", args, map[string]func(context.Context, *env, []string) error{
 		"status":  fleetStatus,
+		"move":    fleetMove,
 		"drain":   func(ctx context.Context, e *env, args []string) error { return fleetDrain(ctx, e, args, true) },
 		"undrain": func(ctx context.Context, e *env, args []string) error { return fleetDrain(ctx, e, args, false) },
 	})
 }
 
-// fleetDrain stops (on) or restarts placing new desktops on a host.
+// fleetDrain stops (on) or restarts placing new desktops on a host; with
+// --move, a drain then moves every running desktop off the host.
 func fleetDrain(ctx context.Context, e *env, args []string, on bool) error {
 	verb := map[bool]string{true: "drain", false: "undrain"}[on]
 	fs := flags(e, "fleet "+verb)
 	paths := config.DefaultPaths()
 	paths.Register(fs)
+	move := false
+	if on {
+		fs.BoolVar(&move, "move", false, "then move every running desktop of the host to the others, one at a time")
+	}
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -86,12 +94,77 @@ func fleetDrain(ctx context.Context, e *env, args []string, on bool) error {
 	if _, err := c.Drain(ctx, rest[0], on); err != nil {
 		return err
 	}
-	if on {
-		fmt.Fprintf(e.stdout, "%s takes no new desktops; its desktops run on until they are deleted\n", rest[0])
-	} else {
+	switch {
+	case move:
+		return moveOff(ctx, e, c, rest[0])
+	case on:
+		fmt.Fprintf(e.stdout, "%s takes no new desktops; its desktops run on until they are deleted (--move moves them)\n", rest[0])
+	default:
 		fmt.Fprintf(e.stdout, "%s takes new desktops again\n", rest[0])
 	}
 	return nil
+}
+
+// moveOff moves every running desktop of host to the fleet's other hosts,
+// one after the other; those not running (hibernated, paused, failed) stay.
+func moveOff(ctx context.Context, e *env, c *client.Client, host string) error {
+	ds, err := c.Desktops(ctx)
+	if err != nil {
+		return err
+	}
+	var failed, stayed int
+	for _, d := range ds {
+		if d.Host != host {
+			continue
+		}
+		if d.State != "running" {
+			stayed++
+			fmt.Fprintf(e.stdout, "%s stays: %s\n", d.ID, d.State)
+			continue
+		}
+		m, err := c.MoveDesktop(ctx, d.ID, "")
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.stderr, "%s: %v\n", d.ID, err)
+			continue
+		}
+		printMove(e, m)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d desktops of %s did not move; they run on there", failed, host)
+	}
+	fmt.Fprintf(e.stdout, "%s takes no new desktops, and runs none but the %d not running\n", host, stayed)
+	return nil
+}
+
+// fleetMove moves one running desktop to another host.
+func fleetMove(ctx context.Context, e *env, args []string) error {
+	fs := flags(e, "fleet move")
+	paths := config.DefaultPaths()
+	paths.Register(fs)
+	to := fs.String("to", "", "the host to move it to (default: the live host, not draining, with the most memory free)")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("fleet move takes one desktop's id")
+	}
+	c, err := daemonClient(paths)
+	if err != nil {
+		return err
+	}
+	m, err := c.MoveDesktop(ctx, rest[0], *to)
+	if err != nil {
+		return err
+	}
+	printMove(e, m)
+	return nil
+}
+
+func printMove(e *env, m api.Move) {
+	fmt.Fprintf(e.stdout, "%s moved from %s to %s in %d ms: guest stopped %d+%d ms, requests held %d ms, %.1f MiB of state and %.1f MiB of disk sent\n",
+		m.Desktop.ID, m.From, m.To, m.TotalMs, m.DowntimeMs, m.SwitchMs, m.HeldMs, float64(m.StateBytes)/(1<<20), float64(m.DiskBytes)/(1<<20))
 }
 
 // fleetStatus prints the fleet's hosts, as the running hostd sees them.
