@@ -88,28 +88,39 @@ func (r *Records) TakeMoved(d desktop.Desktop, from string) error {
 }
 
 // MoveTarget is the host a desktop of this host moves to, and its peer
-// address: to, when named (a live host that is not draining and restores
-// what this host's machines run), or else the such host with the most
-// guest memory free and room for one more desktop. The target checks its
-// room again when the desktop comes (507).
+// address (moveTarget chooses). The target checks its room again when the
+// desktop comes.
 func (n *Node) MoveTarget(ctx context.Context, to string, memoryMiB int) (name, peer string, err error) {
 	hosts, err := Hosts(ctx, n.client, n.prefix)
 	if err != nil {
 		return "", "", err
 	}
-	self := n.describe().Restore
+	h, err := moveTarget(hosts, n.cfg.Host, n.describe().Restore, to, memoryMiB)
+	if err != nil {
+		return "", "", err
+	}
+	addr, err := h.peerAddress()
+	return h.Name, addr, err
+}
+
+// moveTarget is to, when named (a live host but self, not draining, that
+// restores what self's machines run), or else the such host with room for
+// one more desktop of memoryMiB and the most guest memory free then.
+func moveTarget(hosts []Host, self string, restore RestoreKey, to string, memoryMiB int) (Host, error) {
 	var best *Host
 	for i, h := range hosts {
 		switch {
 		case to != "" && h.Name != to:
 			continue
-		case h.Name == n.cfg.Host:
-			return "", "", fmt.Errorf("%w: the desktop already runs on %s", desktop.ErrInvalid, h.Name)
+		case h.Name == self && to != "":
+			return Host{}, fmt.Errorf("%w: the desktop already runs on %s", desktop.ErrInvalid, h.Name)
+		case h.Name == self:
+			continue
 		case to != "" && h.Draining:
-			return "", "", fmt.Errorf("%w: host %s is draining: it takes no desktops (hostd fleet undrain %s)", desktop.ErrConflict, to, to)
-		case to != "" && h.Restore != self:
-			return "", "", fmt.Errorf("%w: host %s runs another QEMU build, machine type or accelerator (%+v, here %+v): a running machine moves only between hosts of the same", desktop.ErrConflict, to, h.Restore, self)
-		case h.Draining || h.Restore != self:
+			return Host{}, fmt.Errorf("%w: host %s is draining: it takes no desktops (hostd fleet undrain %s)", desktop.ErrConflict, to, to)
+		case to != "" && h.Restore != restore:
+			return Host{}, fmt.Errorf("%w: host %s runs another QEMU build, machine type or accelerator (%+v, here %+v): a running machine moves only between hosts of the same", desktop.ErrConflict, to, h.Restore, restore)
+		case h.Draining || h.Restore != restore:
 			continue
 		}
 		free := h.MemoryMiB - h.UsedMemoryMiB - memoryMiB
@@ -120,12 +131,11 @@ func (n *Node) MoveTarget(ctx context.Context, to string, memoryMiB int) (name, 
 			best = &hosts[i]
 		}
 	}
-	if best == nil && to != "" {
-		return "", "", fmt.Errorf("%w: host %s is not a live host of the fleet (hostd fleet status)", desktop.ErrNotFound, to)
+	switch {
+	case best == nil && to != "":
+		return Host{}, fmt.Errorf("%w: host %s is not a live host of the fleet (hostd fleet status)", desktop.ErrNotFound, to)
+	case best == nil:
+		return Host{}, fmt.Errorf("%w: %w: no other live host that is not draining has room for a desktop of %d MiB", desktop.ErrCapacity, ErrNoRoom, memoryMiB)
 	}
-	if best == nil {
-		return "", "", fmt.Errorf("%w: %w: no other live host that is not draining has room for a desktop of %d MiB", desktop.ErrCapacity, ErrNoRoom, memoryMiB)
-	}
-	addr, err := best.peerAddress()
-	return best.Name, addr, err
+	return *best, nil
 }

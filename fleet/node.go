@@ -64,6 +64,7 @@ type Node struct {
 
 	// Set by Attach: what this host says of itself, and what it pulls for.
 	m        *desktop.Manager
+	moves    *desktop.Moves
 	limits   desktop.Limits
 	hasImage func(hash string) bool
 
@@ -204,7 +205,12 @@ func (n *Node) startGeneration(ctx context.Context) error {
 // Call it before Reconcile, Join and EnsureSnapshot.
 func (n *Node) Attach(m *desktop.Manager, lim desktop.Limits, hasImage func(hash string) bool) {
 	n.m, n.limits, n.hasImage = m, lim, hasImage
+	n.moves = desktop.NewMoves(m)
 }
+
+// Moves moves the attached Manager's running desktops to the fleet's
+// other hosts, and takes theirs in (MoveTarget chooses where).
+func (n *Node) Moves() *desktop.Moves { return n.moves }
 
 // Reconcile, once recovery has run, writes this host's records of earlier
 // generations again as the attached Manager holds each desktop now

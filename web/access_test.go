@@ -62,6 +62,8 @@ var routeAccess = map[string]access{
 	"POST /v1/token/rotate":                        needDaemon,
 	"GET /v1/fleet":                                needDaemon,
 	"GET /v1/fleet/snapshots/:name/:file":          needDaemon,
+	"POST /v1/fleet/moves":                         needDaemon,
+	"POST /v1/desktops/:id/move":                   needDaemon,
 	"GET /v1/fleet/members":                        needDaemon,
 	"POST /v1/fleet/members":                       needDaemon,
 	"DELETE /v1/fleet/members/:name":               needDaemon,

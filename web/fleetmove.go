@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,6 +42,8 @@ type MoveTarget func(ctx context.Context, to string, memoryMiB int) (name, peer 
 type moveOffer struct {
 	Desktop desktop.Desktop `json:"desktop"`
 	From    string          `json:"from"`
+	// Tokens keep the desktop's tokens and viewer links good.
+	Tokens movedTokens `json:"tokens"`
 }
 
 // moveAnswer is the target's answer after the stream: the desktop it
@@ -72,15 +75,26 @@ func (s *Server) moveDesktop(c *gin.Context) {
 	defer cancel()
 	to, peer, err := s.cfg.MoveTarget(ctx, req.To, d.Resources.MemoryMiB)
 	if err != nil {
-		fail(c, err)
+		failMove(c, err)
 		return
 	}
 	move, err := s.sendMove(ctx, id, to, peer)
 	if err != nil {
-		fail(c, err)
+		failMove(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, move)
+}
+
+// failMove answers a move that did not happen. No room on the target
+// (its caps, or the fleet's) is 507: the desktop stays, and the caller
+// needs room elsewhere, not a later try (a create's 429).
+func failMove(c *gin.Context, err error) {
+	if errors.Is(err, desktop.ErrCapacity) {
+		abort(c, http.StatusInsufficientStorage, "no_room", err.Error(), "")
+		return
+	}
+	fail(c, err)
 }
 
 // sendMove moves desktop id to host to, whose peer API is at peer.
@@ -88,7 +102,7 @@ func (s *Server) sendMove(ctx context.Context, id, to, peer string) (api.Move, e
 	start := time.Now()
 	move := api.Move{From: s.cfg.HostName, To: to}
 	_, err := s.cfg.Moves.Send(ctx, id, to, func(ctx context.Context, mach desktop.LiveSender, d desktop.Desktop, hold func(context.Context) error) error {
-		conn, err := s.openMove(ctx, peer, to, moveOffer{Desktop: d, From: s.cfg.HostName})
+		conn, err := s.openMove(ctx, peer, to, moveOffer{Desktop: d, From: s.cfg.HostName, Tokens: s.views.export(id)})
 		if err != nil {
 			return err
 		}
@@ -177,8 +191,10 @@ func refusal(status int, body *api.ErrorBody, to string) error {
 	}
 	kind := desktop.ErrUnavailable
 	switch status {
-	case http.StatusInsufficientStorage:
+	case http.StatusTooManyRequests:
 		kind = desktop.ErrCapacity
+	case http.StatusInsufficientStorage:
+		kind = desktop.ErrNoSpace
 	case http.StatusConflict:
 		kind = desktop.ErrConflict
 	case http.StatusNotFound:
@@ -231,6 +247,9 @@ func (s *Server) takeMove(c *gin.Context) {
 	if err := rw.Flush(); err != nil {
 		return
 	}
+	// Before the record turns: a request the fleet passes here once it
+	// has carries a token the source issued.
+	s.views.adopt(offer.Desktop.ID, offer.Tokens)
 	d, _, err := s.cfg.Moves.Receive(ctx, offer.Desktop, offer.From, rw.Reader)
 	var ans moveAnswer
 	if err != nil {

@@ -55,12 +55,53 @@ type viewTokens struct {
 	mu      sync.Mutex
 	gens    map[string]uint64
 	revoked map[string]chan struct{} // closed by revoke, for open sockets
+	// moved are the keys of desktops that moved here from another host,
+	// which signed their tokens (adopt).
+	moved map[string][]byte
 }
 
 func newViewTokens() *viewTokens {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &viewTokens{key: key, now: time.Now, gens: map[string]uint64{}, revoked: map[string]chan struct{}{}}
+	return &viewTokens{key: key, now: time.Now, gens: map[string]uint64{}, revoked: map[string]chan struct{}{}, moved: map[string][]byte{}}
+}
+
+// desktopKey is the key a desktop's tokens are signed with: one of its
+// own, derived from the server's, so a move can hand it to the desktop's
+// next host without handing over any other desktop's.
+func (v *viewTokens) desktopKey(desktop string) []byte {
+	v.mu.Lock()
+	k, ok := v.moved[desktop]
+	v.mu.Unlock()
+	if ok {
+		return k
+	}
+	h := hmac.New(sha256.New, v.key)
+	h.Write([]byte("desktop." + desktop))
+	return h.Sum(nil)
+}
+
+// movedTokens is what a desktop's tokens need on the host it moves to.
+type movedTokens struct {
+	Key        []byte `json:"key"`
+	Generation uint64 `json:"generation"`
+}
+
+// export is what the tokens of a desktop moving away need.
+func (v *viewTokens) export(desktop string) movedTokens {
+	return movedTokens{Key: v.desktopKey(desktop), Generation: v.generation(desktop)}
+}
+
+// adopt takes the tokens of a desktop that moved here: those its last
+// host issued stay good, and those revoked there stay revoked.
+func (v *viewTokens) adopt(desktop string, t movedTokens) {
+	if len(t.Key) == 0 {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.moved[desktop] = t.Key
+	v.gens[desktop] = max(v.gens[desktop], t.Generation)
 }
 
 // revoke ends every token issued so far for a desktop, and the sockets
@@ -99,11 +140,11 @@ const MaxTokenTTL = 24 * time.Hour
 func (v *viewTokens) issue(desktop, role string, ttl time.Duration) (string, time.Time) {
 	exp := v.now().Add(ttl).Truncate(time.Second)
 	payload := "wdt1." + desktop + "." + role + "." + strconv.FormatInt(exp.Unix(), 10)
-	return payload + "." + v.mac(payload, v.generation(desktop)), exp
+	return payload + "." + v.mac(desktop, payload, v.generation(desktop)), exp
 }
 
-func (v *viewTokens) mac(payload string, gen uint64) string {
-	h := hmac.New(sha256.New, v.key)
+func (v *viewTokens) mac(desktop, payload string, gen uint64) string {
+	h := hmac.New(sha256.New, v.desktopKey(desktop))
 	h.Write([]byte(payload))
 	h.Write([]byte("." + strconv.FormatUint(gen, 10)))
 	return hex.EncodeToString(h.Sum(nil))
@@ -116,7 +157,7 @@ func (v *viewTokens) check(tok, id string) (grant, bool) {
 		return grant{}, false
 	}
 	payload := strings.Join(parts[:4], ".")
-	if !hmac.Equal([]byte(parts[4]), []byte(v.mac(payload, v.generation(parts[1])))) {
+	if !hmac.Equal([]byte(parts[4]), []byte(v.mac(parts[1], payload, v.generation(parts[1])))) {
 		return grant{}, false
 	}
 	unix, err := strconv.ParseInt(parts[3], 10, 64)

@@ -57,7 +57,8 @@ type Options struct {
 	// stay).
 	NoCgroups bool
 	// CgroupParent names the cgroup below hostd's own that machines'
-	// cgroups are made in (default "warmdesk").
+	// cgroups are made in (default "warmdesk-" and 12 hex digits of the
+	// run directory's path).
 	CgroupParent string
 	// UIDLeaseDir holds a lock file per user id in use, shared by every
 	// process on the host that starts machines (default

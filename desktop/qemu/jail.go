@@ -61,7 +61,9 @@ func newConfinement(opts Options, log *slog.Logger) (*confinement, error) {
 	if !opts.NoCgroups {
 		name := opts.CgroupParent
 		if name == "" {
-			name = "warmdesk"
+			// One per run directory: two hostd on one machine (a fleet's
+			// tests) may both run a desktop of one id, while it moves.
+			name = "warmdesk-" + dirTag(opts.RunDir)
 		}
 		if c.cgroups, err = confine.Detect(name); err != nil {
 			return nil, fmt.Errorf("qemu driver: %w", err)

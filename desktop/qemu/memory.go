@@ -20,11 +20,18 @@ import (
 func defaultMemoryDir(snapshotsDir string) string {
 	name := "unswept"
 	if snapshotsDir != "" {
-		abs, _ := filepath.Abs(snapshotsDir)
-		sum := sha256.Sum256([]byte(abs))
-		name = hex.EncodeToString(sum[:6])
+		name = dirTag(snapshotsDir)
 	}
 	return filepath.Join("/dev/shm", "warmdesk", name)
+}
+
+// dirTag names a directory in 12 hex digits (of its absolute path's
+// SHA-256): what sets apart the shared places (tmpfs, cgroups) of two
+// hostd on one machine.
+func dirTag(dir string) string {
+	abs, _ := filepath.Abs(dir)
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:6])
 }
 
 // templateMemory names the tmpfs file for the RAM of a template whose

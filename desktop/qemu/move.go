@@ -95,6 +95,12 @@ func (m *Machine) sendState(ctx context.Context, w *movestream.Writer) (int64, e
 	done := make(chan copied, 1)
 	go func() {
 		n, err := io.Copy(w.StateWriter(), ours)
+		if err != nil {
+			// The stream to the target broke: QEMU's next write fails,
+			// and so does its migration, instead of waiting on a reader
+			// that is gone.
+			ours.Close()
+		}
 		done <- copied{n, err}
 	}()
 	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{URI: "fd:move", Log: m.rec.Path("qemu.log")})

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/warmdesk/warmdesk/desktop"
 	"github.com/warmdesk/warmdesk/fleet"
 	"github.com/warmdesk/warmdesk/hostd/config"
 	"github.com/warmdesk/warmdesk/hostd/store"
@@ -26,9 +25,8 @@ func openNode(ctx context.Context, cfg config.Serve, token string, log *slog.Log
 
 // wireFleet gives web the node's hooks, which stay nil on a single host.
 func wireFleet(c *web.Config, n *fleet.Node, host string) {
-	c.Fleet, c.Locate, c.Place, c.Drain, c.HostName, c.Members = n.Status, n.Locate, n.Place, n.Drain, host, n
+	c.Fleet, c.Locate, c.Place, c.Drain, c.HostName, c.Members, c.Moves, c.MoveTarget = n.Status, n.Locate, n.Place, n.Drain, host, n, n.Moves(), n.MoveTarget
 	c.EnsureSnapshot, c.Peers, c.PullEvents, c.RotateToken, c.PeerTLS = n.EnsureSnapshot, n.Peers, n.PullEvents, n.RotateToken, n.PeerTLS().Client
-	c.Moves, c.MoveTarget = desktop.NewMoves(c.Manager), n.MoveTarget
 	c.Others = func(ctx context.Context) ([]web.RemoteDesktop, error) {
 		all, err := n.Others(ctx)
 		if err != nil {

@@ -173,6 +173,9 @@ func (e *env) fleetSuite(ctx context.Context) error {
 	if err := e.pullRate(ctx, bAddr, token); err != nil {
 		return err
 	}
+	if err := e.moveSuite(ctx, etcd, token); err != nil {
+		return fmt.Errorf("moves: %w", err)
+	}
 	return e.firstCreatePulling(ctx, bAddr, token)
 }
 

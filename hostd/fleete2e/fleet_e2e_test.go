@@ -59,6 +59,8 @@ type host struct {
 	state  string
 	runDir string
 	args   []string
+	// env is added to hostd's environment (a kill point, desktop.FaultEnv).
+	env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    string
@@ -80,7 +82,7 @@ func (h *host) start() {
 	defer logf.Close()
 	h.cmd = exec.Command(os.Args[0], append([]string{"serve", "--state-dir", h.state, "--run-dir", h.runDir,
 		"--cache-dir", testenv.CacheDir(), "--listen", h.api + ":0", "--accel", "tcg", "--pool", "0"}, h.args...)...)
-	h.cmd.Env = append(os.Environ(), runAsHostd+"=1")
+	h.cmd.Env = append(append(os.Environ(), runAsHostd+"=1"), h.env...)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	if err := h.cmd.Start(); err != nil {
 		h.t.Fatal(err)
@@ -276,6 +278,53 @@ func commonPort(t *testing.T, addrs []string) string {
 	return ""
 }
 
+// formFleet starts three hostd as the fleet "e2e": etcd members on
+// 127.0.0.M to M+2, APIs on 127.0.0.A to A+2, TLS between all, and waits
+// until each answers. prepare adjusts each host before it starts. It
+// returns the hosts, the certificates' directory, the members' peers and
+// ports (for growing etcd).
+func formFleet(t *testing.T, m, a int, lease time.Duration, prepare func(h *host)) (hosts []*host, certs string, peers []string, peerPort, clientPort string) {
+	t.Helper()
+	members := []string{fmt.Sprintf("127.0.0.%d", m), fmt.Sprintf("127.0.0.%d", m+1), fmt.Sprintf("127.0.0.%d", m+2)}
+	certs = filepath.Join(t.TempDir(), "certs")
+	var certHosts []fleet.CertHost
+	for i, addr := range members {
+		name := "h" + strconv.Itoa(i+1)
+		// On the loopback every member calls its peers from 127.0.0.1;
+		// the hosts' APIs call each other at their API addresses.
+		certHosts = append(certHosts, fleet.CertHost{Name: name, Addrs: []string{addr, "127.0.0.1", fmt.Sprintf("127.0.0.%d", a+i)}})
+		peers = append(peers, name+"="+addr)
+	}
+	if err := fleet.WriteCerts(certs, "e2e", certHosts, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	peerPort = commonPort(t, members)
+	for clientPort == "" || clientPort == peerPort {
+		clientPort = commonPort(t, members)
+	}
+	hosts = make([]*host, 3)
+	for i := range hosts {
+		h := &host{t: t, name: "h" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", a+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
+		h.args = []string{"--cluster-name", "e2e", "--cluster-host", h.name, "--cluster-peers", strings.Join(peers, ","),
+			"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
+			"--cluster-api-port", "0", "--cluster-lease", lease.String()}
+		prepare(h)
+		hosts[i] = h
+	}
+	stopAtCleanup(t, hosts)
+	// Started together: each waits for a majority of its peers.
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		h.start()
+	}
+	for _, h := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.ready() }()
+	}
+	wg.Wait()
+	return hosts, certs, peers, peerPort, clientPort
+}
+
 // names lists the hosts h's fleet lists, sorted.
 func names(ctx context.Context, h *host) ([]string, api.Fleet, error) {
 	f, err := h.c.Fleet(ctx)
@@ -302,47 +351,14 @@ func TestThreeHostsFormAFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const lease = 2 * time.Second
-	members := []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
-	certs := filepath.Join(t.TempDir(), "certs")
-	var certHosts []fleet.CertHost
-	var peers []string
-	for i, a := range members {
-		name := "h" + strconv.Itoa(i+1)
-		// On the loopback every member calls its peers from 127.0.0.1;
-		// the hosts' APIs call each other at their API addresses.
-		certHosts = append(certHosts, fleet.CertHost{Name: name, Addrs: []string{a, "127.0.0.1", fmt.Sprintf("127.0.0.%d", 21+i)}})
-		peers = append(peers, name+"="+a)
-	}
-	if err := fleet.WriteCerts(certs, "e2e", certHosts, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	peerPort, clientPort := commonPort(t, members), ""
-	for clientPort == "" || clientPort == peerPort {
-		clientPort = commonPort(t, members)
-	}
-	hosts := make([]*host, 3)
-	for i := range hosts {
-		h := &host{t: t, name: "h" + strconv.Itoa(i+1), api: fmt.Sprintf("127.0.0.%d", 21+i), state: testenv.DataDir(t), runDir: testenv.RunDir(t)}
-		h.args = []string{"--cluster-name", "e2e", "--cluster-host", h.name, "--cluster-peers", strings.Join(peers, ","),
-			"--cluster-peer-port", peerPort, "--cluster-client-port", clientPort, "--cluster-certs", certs,
-			"--cluster-api-port", "0", "--cluster-lease", lease.String()}
-		hosts[i] = h
-	}
-	// Only h2 holds the snapshot, and it takes one desktop: a second
-	// create goes to a host that pulls the snapshot first.
-	hosts[1].args = append(hosts[1].args, "--max-desktops", "1")
-	hosts[1].hold(baked.Snapshot)
-	stopAtCleanup(t, hosts)
-	// Started together: each waits for a majority of its peers.
-	var wg sync.WaitGroup
-	for _, h := range hosts {
-		h.start()
-	}
-	for _, h := range hosts {
-		wg.Add(1)
-		go func() { defer wg.Done(); h.ready() }()
-	}
-	wg.Wait()
+	hosts, certs, peers, peerPort, clientPort := formFleet(t, 11, 21, lease, func(h *host) {
+		// Only h2 holds the snapshot, and it takes one desktop: a second
+		// create goes to a host that pulls the snapshot first.
+		if h.name == "h2" {
+			h.args = append(h.args, "--max-desktops", "1")
+			h.hold(baked.Snapshot)
+		}
+	})
 	all := []string{"h1", "h2", "h3"}
 	waitFor := func(h *host, want []string, within time.Duration) time.Duration {
 		t.Helper()
