@@ -279,6 +279,24 @@ func (mv *Moves) Hold(ctx context.Context, id string) error {
 	}
 }
 
+// movedGuestAnswers bounds the wait for a moved guest's agent.
+const movedGuestAnswers = 20 * time.Second
+
+// runs starts a moved machine's guest and waits for its agent to answer.
+func (mv *Moves) runs(ctx context.Context, mach Machine) error {
+	if c, ok := mach.(Committer); ok {
+		if err := c.Committed(ctx); err != nil {
+			return fmt.Errorf("start the guest: %w", err)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, movedGuestAnswers)
+	defer cancel()
+	if err := mach.Agent().Call(actx, "guest-ping", nil, nil); err != nil {
+		return fmt.Errorf("the guest did not answer after the move (%w): its source runs it on", err)
+	}
+	return nil
+}
+
 // CanTake says whether desktop d could move here now: a fleet's host, a
 // driver that takes moving machines, the desktop not here yet, its
 // snapshot in the catalog, and room under the caps (ErrCapacity).
@@ -340,6 +358,12 @@ func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reade
 	if err != nil {
 		return abandon(err)
 	}
+	// The guest runs here, and must answer, before the record turns:
+	// until then the source's stopped copy is the desktop, and a guest
+	// that came over broken fails the move instead of the desktop.
+	if err := mv.runs(ctx, mach); err != nil {
+		return abandon(err)
+	}
 	d.Machine, d.Driver, d.State, d.Reason = mach.Record(), m.drv.Name(), StateRunning, ""
 	d.GuestPending = true
 	if err := ms.TakeMoved(d, from); err != nil {
@@ -352,13 +376,6 @@ func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reade
 	m.mu.Lock()
 	m.desktops[d.ID] = e
 	m.mu.Unlock()
-	// The record is this host's: from here the desktop lives here, and a
-	// guest that does not start is this host's failure to report.
-	if c, ok := mach.(Committer); ok {
-		if err := c.Committed(m.base); err != nil {
-			return m.failed(e, "its guest did not start after the move: "+err.Error()), commit, fmt.Errorf("move in %s: %w", d.ID, err)
-		}
-	}
 	// The guest's clock stood still while it moved: set again.
 	m.machineUp(e, mach, true, nil)
 	d = e.snapshot()

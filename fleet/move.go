@@ -95,6 +95,19 @@ func (n *Node) MoveTarget(ctx context.Context, to string, memoryMiB int) (name, 
 	if err != nil {
 		return "", "", err
 	}
+	// The loads the hosts last said are up to a third of a lease old: a
+	// drain's moves count by the records, which each move turns.
+	all, err := Desktops(ctx, n.client, n.prefix)
+	if err != nil {
+		return "", "", err
+	}
+	byHost := map[string][]desktop.Desktop{}
+	for _, d := range all {
+		byHost[d.Host] = append(byHost[d.Host], d.Desktop)
+	}
+	for i := range hosts {
+		hosts[i].Desktops, hosts[i].UsedMemoryMiB = desktop.Holding(byHost[hosts[i].Name])
+	}
 	h, err := moveTarget(hosts, n.cfg.Host, n.describe().Restore, to, memoryMiB)
 	if err != nil {
 		return "", "", err

@@ -133,7 +133,11 @@ func moveOff(ctx context.Context, e *env, c *client.Client, host string) error {
 	if failed > 0 {
 		return fmt.Errorf("%d desktops of %s did not move; they run on there", failed, host)
 	}
-	fmt.Fprintf(e.stdout, "%s takes no new desktops, and runs none but the %d not running\n", host, stayed)
+	if stayed > 0 {
+		fmt.Fprintf(e.stdout, "%s takes no new desktops, and runs only the %d not running (above)\n", host, stayed)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "%s takes no new desktops, and runs none\n", host)
 	return nil
 }
 
