@@ -5,9 +5,11 @@ package desktop
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -304,6 +306,9 @@ func (mv *Moves) CanTake(d Desktop) error {
 	if _, err := mv.store(); err != nil {
 		return err
 	}
+	if !isDesktopID(d.ID) {
+		return fmt.Errorf("%w: %q is not a desktop id (d- and 16 hex digits)", ErrInvalid, d.ID)
+	}
 	m := mv.m
 	if _, ok := m.drv.(LiveReceiver); !ok {
 		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
@@ -382,4 +387,15 @@ func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reade
 	m.publish(EventMoved, d)
 	m.kickTTL()
 	return d, commit, nil
+}
+
+// isDesktopID says whether id is one NewID("d-") makes: a moving
+// desktop's id names its directories here.
+func isDesktopID(id string) bool {
+	hexDigits, ok := strings.CutPrefix(id, "d-")
+	if !ok || len(hexDigits) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(hexDigits)
+	return err == nil
 }

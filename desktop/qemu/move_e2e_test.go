@@ -33,7 +33,7 @@ func TestAMachineMovesToAnotherDriver(t *testing.T) {
 		return d
 	}
 	src, dst := newDriver(), newDriver()
-	const id = "d-0123456789move"
+	const id = "d-0123456789abcdef"
 	m, err := src.Restore(ctx, desktop.RestoreSpec{ID: id, Snapshot: baked.Snapshot})
 	if err != nil {
 		t.Fatal(err)
