@@ -43,11 +43,12 @@ type MoveStats struct {
 // LiveSender is a Machine that can move to another host while it runs.
 type LiveSender interface {
 	// SendLive writes the machine's move stream to w: its disk overlay
-	// and its state, copied while the guest runs, then what changed with
-	// its CPUs stopped. hold is called once, before the state starts to
-	// go: from then on no request may reach the machine. On success the
-	// guest is left stopped (the caller ends it once the other host runs
-	// it, or resumes it); on failure it runs.
+	// and its state, as much as the driver can copied while the guest
+	// runs, then what changed with its CPUs stopped. hold is called once,
+	// before the state starts to go: from then on no request may reach
+	// the machine. On success the guest is left stopped (the caller ends
+	// it once the other host runs it, or resumes it); on failure it runs,
+	// or the caller resumes it.
 	SendLive(ctx context.Context, w io.Writer, hold func(context.Context) error) (MoveStats, error)
 }
 

@@ -47,7 +47,11 @@ func TestAMachineMovesToAnotherDriver(t *testing.T) {
 	if err := ping(m); err != nil {
 		t.Fatalf("the source's agent: %v", err)
 	}
-	// A guest that keeps its timers and memory busy while it moves.
+	// As a create does: the guest's clock set (from the snapshot's time),
+	// then a guest that keeps its timers and memory busy while it moves.
+	if err := desktop.SetTime(ctx, m.Agent(), time.Now()); err != nil {
+		t.Fatalf("set the guest's clock: %v", err)
+	}
 	busy := map[string]any{"path": "/bin/sh", "arg": []string{"-c", "while :; do date +%s%N; sleep 0.05; done > /tmp/ticks 2>&1 &"}}
 	if err := m.Agent().Call(ctx, "guest-exec", busy, nil); err != nil {
 		t.Fatalf("start the guest's loop: %v", err)
@@ -86,10 +90,17 @@ func TestAMachineMovesToAnotherDriver(t *testing.T) {
 	if err := mach.(desktop.Committer).Committed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		if err := ping(mach); err != nil {
-			t.Fatalf("the moved guest's agent (%d): %v", i, err)
-		}
+	if err := ping(mach); err != nil {
+		t.Fatalf("the moved guest's agent: %v", err)
+	}
+	// As the Manager does after a move: the clock set again.
+	if err := desktop.SetTime(ctx, mach.Agent(), time.Now()); err != nil {
+		t.Fatalf("set the moved guest's clock: %v", err)
+	}
+	// The guest goes on: its loop writes 20 more readings.
+	more := "a=$(wc -l < /tmp/ticks); while [ $(wc -l < /tmp/ticks) -lt $((a+20)) ]; do sleep 0.1; done"
+	if res, err := desktop.Shell(ctx, mach.Agent(), more, 30*time.Second); err != nil || res.ExitCode != 0 {
+		t.Errorf("the moved guest's loop did not go on: %+v, %v", res, err)
 	}
 	var rec struct {
 		DataDir string `json:"data_dir"`
