@@ -168,6 +168,11 @@ func (e *env) moveSuite(ctx context.Context, etcd *clientv3.Client, token string
 	if out, err := hosts["s"].c.Exec(ctx, d.ID, api.ExecRequest{Shell: ticks}); err != nil || out.ExitCode != 0 {
 		return fmt.Errorf("start the guest's clock loop: %+v, %w", out, err)
 	}
+	// The guest pause is read from the loop's readings around a move:
+	// the first move waits for some before it.
+	if err := waitTicks(ctx, hosts["s"].c, d.ID, 10); err != nil {
+		return err
+	}
 	from, to := hosts["s"], hosts["t"]
 	for _, busy := range []bool{false, true} {
 		kind := map[bool]string{false: "idle", true: "busy"}[busy]
@@ -244,25 +249,33 @@ func guestTicks(ctx context.Context, c *client.Client, id string) []int64 {
 	return out
 }
 
-// guestPause waits for the guest loop's next readings after a move and
-// returns how long the guest stood still as its clock saw it.
-func (e *env) guestPause(ctx context.Context, c *client.Client, id string, before int) (time.Duration, error) {
-	var ticks []int64
+// waitTicks waits, up to 30 s, until the guest's clock loop has written
+// n readings.
+func waitTicks(ctx context.Context, c *client.Client, id string, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ticks = guestTicks(ctx, c, id)
-		if len(ticks) >= before+10 {
-			break
+		got := len(guestTicks(ctx, c, id))
+		if got >= n {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the guest's clock loop wrote %d readings in 30 s after a move", len(ticks)-before)
+			return fmt.Errorf("the guest's clock loop wrote %d of %d readings in 30 s", got, n)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// guestPause waits for the guest loop's next readings after a move and
+// returns how long the guest stood still as its clock saw it.
+func (e *env) guestPause(ctx context.Context, c *client.Client, id string, before int) (time.Duration, error) {
+	if err := waitTicks(ctx, c, id, before+10); err != nil {
+		return 0, fmt.Errorf("after a move: %w", err)
+	}
+	ticks := guestTicks(ctx, c, id)
 	ticks = ticks[max(0, before-5):]
 	var steps []int64
 	for i := 1; i < len(ticks); i++ {
