@@ -77,6 +77,19 @@ func TestRunningDesktopsMoveBetweenHosts(t *testing.T) {
 		h2.fail("issue a viewer's token: %v", err)
 	}
 	viewerSeesFrame(ctx, t, h1, d1, tok.Token)
+	// A viewer watches through h1 while the desktop moves: its socket
+	// ends at the switch (the viewer page connects again by itself).
+	watching := openViewer(ctx, t, h1, d1, tok.Token)
+	defer watching.Close()
+	cut := make(chan error, 1)
+	go func() {
+		for {
+			if _, _, err := watching.ReadMessage(); err != nil {
+				cut <- err
+				return
+			}
+		}
+	}()
 	before := counter(ctx, t, h2, d1)
 
 	// The move, through h1, while an agent types through h1.
@@ -101,6 +114,12 @@ func TestRunningDesktopsMoveBetweenHosts(t *testing.T) {
 	}
 	if got := hostOf(ctx, t, h1, d1); got != "h3 running" {
 		t.Fatalf("after the move h1 lists the desktop %q, want h3 running", got)
+	}
+	select {
+	case err := <-cut:
+		t.Logf("the viewer's socket open during the move ended at the switch: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the viewer's socket to the source stayed open 30 s after the move")
 	}
 	after := counter(ctx, t, h1, d1)
 	if after < before {
@@ -155,7 +174,11 @@ func TestRunningDesktopsMoveBetweenHosts(t *testing.T) {
 	h1.ready()
 	listsAll(ctx, t, h2, 3)
 
-	// h3 dies right after the switch: the desktop runs on h1.
+	// h3 dies right after the switch: the desktop runs on h1, where the
+	// person who took control of it keeps it.
+	if err := h1.c.Do(ctx, http.MethodPost, "/v1/desktops/"+d1+"/control", api.SetControl{Holder: "person", By: "alice"}, nil); err != nil {
+		t.Fatalf("take control: %v", err)
+	}
 	if _, err := h2.c.MoveDesktop(ctx, d1, "h1"); err != nil {
 		// The answer may or may not have reached h2 before h3 died.
 		t.Logf("move from a source that died after the switch: %v", err)
@@ -164,6 +187,9 @@ func TestRunningDesktopsMoveBetweenHosts(t *testing.T) {
 	listedAs(ctx, t, h1, d1, "h1 running")
 	if c := counter(ctx, t, h1, d1); c < after {
 		t.Fatalf("the counter went back from %d to %d", after, c)
+	}
+	if got, err := h1.c.Desktop(ctx, d1); err != nil || got.Control.Holder != "person" || got.Control.By != "alice" {
+		t.Fatalf("after the move the desktop's control is %+v (%v); want alice's", got.Control, err)
 	}
 	listsAll(ctx, t, h1, 2)
 	h3.env = nil
@@ -300,6 +326,13 @@ func waitCounterPast(ctx context.Context, t *testing.T, h *host, id string, n in
 // token and reads the RFB banner.
 func viewerSeesFrame(ctx context.Context, t *testing.T, h *host, id, token string) {
 	t.Helper()
+	openViewer(ctx, t, h, id, token).Close()
+}
+
+// openViewer opens the viewer's socket through h with a viewer's token,
+// reads the RFB banner and returns the socket.
+func openViewer(ctx context.Context, t *testing.T, h *host, id, token string) *websocket.Conn {
+	t.Helper()
 	url := "ws" + strings.TrimPrefix(h.c.BaseURL, "http") + "/v1/desktops/" + id + "/vnc"
 	ws, resp, err := websocket.DefaultDialer.DialContext(ctx, url, http.Header{"Authorization": {"Bearer " + token}})
 	if err != nil {
@@ -309,9 +342,10 @@ func viewerSeesFrame(ctx context.Context, t *testing.T, h *host, id, token strin
 		}
 		h.fail("viewer socket through %s with the viewer's token: %s, %v", h.name, status, err)
 	}
-	defer ws.Close()
 	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, banner, err := ws.ReadMessage(); err != nil || !strings.HasPrefix(string(banner), "RFB ") {
 		h.fail("viewer socket through %s: first message %q, %v; want the RFB banner", h.name, banner, fmt.Sprint(err))
 	}
+	ws.SetReadDeadline(time.Time{})
+	return ws
 }
