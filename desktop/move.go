@@ -1,15 +1,14 @@
 // Moving a running desktop to another host of a fleet (live migration):
-// this host's side of a move out, and of a move in.
+// the contracts with drivers and stores, and the source's side of a move
+// (move_in.go has the target's).
 
 package desktop
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 )
@@ -280,123 +279,4 @@ func (mv *Moves) Hold(ctx context.Context, id string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: desktop %s is moving to another host: %w", ErrUnavailable, id, ctx.Err())
 	}
-}
-
-// movedGuestAnswers bounds the wait for a moved guest's agent.
-const movedGuestAnswers = 20 * time.Second
-
-// runs starts a moved machine's guest and waits for its agent to answer.
-func (mv *Moves) runs(ctx context.Context, mach Machine) error {
-	if c, ok := mach.(Committer); ok {
-		if err := c.Committed(ctx); err != nil {
-			return fmt.Errorf("start the guest: %w", err)
-		}
-	}
-	actx, cancel := context.WithTimeout(ctx, movedGuestAnswers)
-	defer cancel()
-	if err := mach.Agent().Call(actx, "guest-ping", nil, nil); err != nil {
-		return fmt.Errorf("the guest did not answer after the move (%w): its source runs it on", err)
-	}
-	return nil
-}
-
-// CanTake says whether desktop d could move here now: a fleet's host, a
-// driver that takes moving machines, the desktop not here yet, its
-// snapshot in the catalog, and room under the caps (ErrCapacity).
-func (mv *Moves) CanTake(d Desktop) error {
-	if _, err := mv.store(); err != nil {
-		return err
-	}
-	if !isDesktopID(d.ID) {
-		return fmt.Errorf("%w: %q is not a desktop id (d- and 16 hex digits)", ErrInvalid, d.ID)
-	}
-	m := mv.m
-	if _, ok := m.drv.(LiveReceiver); !ok {
-		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
-	}
-	if _, err := m.lookup(d.ID); err == nil {
-		return fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
-	}
-	if _, err := m.catalog.Get(d.Snapshot); err != nil {
-		return fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	if err := m.capacity.checkSpace("move in"); err != nil {
-		return err
-	}
-	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
-	if err != nil {
-		return fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	release()
-	return nil
-}
-
-// Receive takes in desktop d, moving here from host from, loading its
-// stream from r, and returns it with the source's commit request. The
-// desktop is this host's once its record is (TakeMoved), and its guest
-// then runs here.
-func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reader) (Desktop, []byte, error) {
-	if err := mv.CanTake(d); err != nil {
-		return Desktop{}, nil, err
-	}
-	m := mv.m
-	ms, lr := m.store.(MoveStore), m.drv.(LiveReceiver)
-	snap, err := m.catalog.Get(d.Snapshot)
-	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
-	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	defer release()
-	in, err := lr.Incoming(ctx, IncomingSpec{ID: d.ID, Snapshot: snap, Source: d.Machine})
-	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	abandon := func(err error) (Desktop, []byte, error) {
-		actx, cancel := context.WithTimeout(m.base, time.Minute)
-		defer cancel()
-		in.Abandon(actx)
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	mach, commit, err := in.Receive(ctx, r)
-	if err != nil {
-		return abandon(err)
-	}
-	// The guest runs here, and must answer, before the record turns:
-	// until then the source's stopped copy is the desktop, and a guest
-	// that came over broken fails the move instead of the desktop.
-	if err := mv.runs(ctx, mach); err != nil {
-		return abandon(err)
-	}
-	d.Machine, d.Driver, d.State, d.Reason = mach.Record(), m.drv.Name(), StateRunning, ""
-	d.GuestPending = true
-	if err := ms.TakeMoved(d, from); err != nil {
-		return abandon(err)
-	}
-	Fault(FaultMoveTaken)
-	e := &entry{d: d, m: mach, guest: guestState{ready: newGuestReady()}}
-	e.op.Lock()
-	defer e.op.Unlock()
-	m.mu.Lock()
-	m.desktops[d.ID] = e
-	m.mu.Unlock()
-	// The guest's clock stood still while it moved: set again.
-	m.machineUp(e, mach, true, nil)
-	d = e.snapshot()
-	m.publish(EventMoved, d)
-	m.kickTTL()
-	return d, commit, nil
-}
-
-// isDesktopID says whether id is one NewID("d-") makes: a moving
-// desktop's id names its directories here.
-func isDesktopID(id string) bool {
-	hexDigits, ok := strings.CutPrefix(id, "d-")
-	if !ok || len(hexDigits) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(hexDigits)
-	return err == nil
 }

@@ -46,7 +46,7 @@ func commands() map[string]command {
 		"token":    {"rotate the daemon's API token (token rotate)", cmdToken},
 		"cluster":  {"make the certificates of a fleet of hosts and change its etcd members (cluster certs, cluster member)", cmdCluster},
 		"status":   {"what the running daemon admits now: desktops, memory, CPU pressure and its admission queue", cmdStatus},
-		"fleet":    {"the fleet this host belongs to: its status, and draining a host of new desktops (fleet status|drain|undrain)", cmdFleet},
+		"fleet":    {"the fleet this host belongs to: its status, draining a host of new desktops, and moving running desktops between hosts (fleet status|drain|undrain|move)", cmdFleet},
 		"mcp":      {"serve the MCP tools (desktops, computer, exec, files) on stdin and stdout, against the running daemon", cmdMCP},
 		"bench":    {"measure this host, suite by suite (" + strings.Join(bench.Suites, ", ") + ")", cmdBench},
 		"version":  {"print the version", cmdVersion},
