@@ -35,6 +35,9 @@ var (
 	// ErrControlled: a person holds control of the desktop, so agent input
 	// is refused until they hand it back.
 	ErrControlled = errors.New("a person is in control")
+	// ErrNotHere: the desktop's record belongs to another host of the
+	// fleet (it moved there).
+	ErrNotHere = errors.New("the desktop's record belongs to another host")
 )
 
 // TransitionError is returned for an illegal state transition.

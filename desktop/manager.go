@@ -311,7 +311,12 @@ func (m *Manager) Use(id string) (done func()) {
 	if err != nil {
 		return func() {}
 	}
-	m.used(e, 1)
+	// A request that reaches here while a move sends the desktop's state
+	// waits for the move's end: the move waits only for the uses counted
+	// before it began (checked and counted under one lock).
+	for gate := m.used(e, 1); gate != nil; gate = m.used(e, 1) {
+		<-gate
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -321,11 +326,16 @@ func (m *Manager) Use(id string) (done func()) {
 	}
 }
 
-// used counts a request in or out of e and moves its TTL's end.
-func (m *Manager) used(e *entry, delta int) {
+// used counts a request in or out of e and moves its TTL's end. A request
+// in is not counted while a move holds the desktop's requests: used then
+// returns the move's gate, to wait on.
+func (m *Manager) used(e *entry, delta int) (held <-chan struct{}) {
 	now := m.now().UTC()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if delta > 0 && e.hold != nil {
+		return e.hold
+	}
 	e.inUse += delta
 	m.prioritize(e)
 	e.d.LastUsedAt = now
@@ -334,4 +344,5 @@ func (m *Manager) used(e *entry, delta int) {
 			e.d.ExpiresAt = &end
 		}
 	}
+	return nil
 }

@@ -165,9 +165,12 @@ func (mv *Moves) Send(ctx context.Context, id, to string, send func(ctx context.
 	}
 	err = send(ctx, ls, d, hold)
 	if err != nil {
-		taken, ferr := ms.EndMove(d)
+		taken, ferr := mv.endMove(ms, e)
 		if ferr != nil {
-			mv.m.log.Error("a failed move's mark stays on its record", "desktop", id, "err", ferr)
+			// Which host has the record is not known: resumed here, the
+			// guest could run on two hosts. It stays stopped.
+			release()
+			return d, fmt.Errorf("move %s to %s: %w; whether %s took it is not known (%w): its guest stays stopped here until the fleet's records answer; then resume it, or find it on %s", id, to, err, to, ferr, to)
 		}
 		if !taken {
 			mv.resumeHere(e, mach)
@@ -183,6 +186,25 @@ func (mv *Moves) Send(ctx context.Context, id, to string, send func(ctx context.
 		mv.m.log.Info("desktop moved", "desktop", id, "to", to, "held", time.Since(heldAt).Round(time.Millisecond))
 	}
 	return d, nil
+}
+
+// endMove takes a failed move's mark off e's record, as e holds the
+// desktop now, trying for up to a minute while the fleet's records do
+// not answer; taken says the target took the record meanwhile.
+func (mv *Moves) endMove(ms MoveStore, e *entry) (taken bool, err error) {
+	deadline := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		taken, err = ms.EndMove(e.snapshot())
+		if err == nil || time.Now().After(deadline) {
+			return taken, err
+		}
+		mv.m.log.Warn("a failed move's record does not answer; trying again", "desktop", e.snapshot().ID, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-mv.m.closed:
+			return taken, err
+		}
+	}
 }
 
 // drain waits, up to maxHold, until no request uses e.
@@ -226,7 +248,10 @@ func (mv *Moves) gone(e *entry, mach Machine, to string) {
 	e.mu.Lock()
 	e.expectExit = true
 	e.m = nil
-	id := e.d.ID
+	// An operation that waited for the move finds the desktop gone from
+	// here (its requests go to the new host).
+	e.d.State, e.d.Reason = StateDeleted, "moved to host "+to
+	id, uses := e.d.ID, e.d.Uses
 	e.mu.Unlock()
 	mv.mu.Lock()
 	if mv.away == nil {
@@ -250,6 +275,7 @@ func (mv *Moves) gone(e *entry, mach Machine, to string) {
 	if err := mach.Destroy(ctx); err != nil {
 		mv.m.log.Warn("end the machine of a desktop that moved away", "desktop", id, "to", to, "err", err)
 	}
+	mv.m.lineage.collect(uses)
 }
 
 // MovedAway says whether desktop id moved from this host lately.

@@ -31,8 +31,9 @@ func (mv *Moves) runs(ctx context.Context, mach Machine) error {
 }
 
 // CanTake says whether desktop d could move here now: a fleet's host, a
-// driver that takes moving machines, the desktop not here yet, its
-// snapshot in the catalog, and room under the caps (ErrCapacity).
+// driver that takes moving machines, the desktop not here yet, and room
+// under the caps (ErrCapacity). Its snapshot, which the caller may pull
+// first, is checked when it comes (Receive).
 func (mv *Moves) CanTake(d Desktop) error {
 	if _, err := mv.store(); err != nil {
 		return err
@@ -40,15 +41,15 @@ func (mv *Moves) CanTake(d Desktop) error {
 	if !isDesktopID(d.ID) {
 		return fmt.Errorf("%w: %q is not a desktop id (d- and 16 hex digits)", ErrInvalid, d.ID)
 	}
-	m := mv.m
-	if _, ok := m.drv.(LiveReceiver); !ok {
-		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
+	if d.Resources.MemoryMiB <= 0 || d.Snapshot == "" {
+		return fmt.Errorf("%w: desktop %s: a moving desktop's record names its snapshot and memory", ErrInvalid, d.ID)
 	}
+	m := mv.m
 	if _, err := m.lookup(d.ID); err == nil {
 		return fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
 	}
-	if _, err := m.catalog.Get(d.Snapshot); err != nil {
-		return fmt.Errorf("move in %s: %w", d.ID, err)
+	if _, ok := m.drv.(LiveReceiver); !ok {
+		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
 	}
 	if err := m.capacity.checkSpace("move in"); err != nil {
 		return err

@@ -3,6 +3,7 @@ package desktop_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/warmdesk/warmdesk/desktop"
@@ -27,7 +28,7 @@ func TestMovesRefuseWhatCannotMove(t *testing.T) {
 	ctx := context.Background()
 	f, cat := fakeSetup(t)
 	single := desktop.NewManager(ctx, desktop.Config{Driver: f, Store: desktoptest.NewMemStore(), Catalog: cat})
-	d := desktop.Desktop{ID: "d-0123456789abcdef", Snapshot: "golden", State: desktop.StateRunning}
+	d := desktop.Desktop{ID: "d-0123456789abcdef", Snapshot: "golden", State: desktop.StateRunning, Resources: desktop.Resources{MemoryMiB: 1024}}
 	if err := desktop.NewMoves(single).CanTake(d); !errors.Is(err, desktop.ErrConflict) {
 		t.Fatalf("a move into a host outside a fleet: %v, want ErrConflict", err)
 	}
@@ -42,6 +43,11 @@ func TestMovesRefuseWhatCannotMove(t *testing.T) {
 			t.Errorf("a move in of id %q: %v, want ErrInvalid", id, err)
 		}
 	}
+	noMemory := d
+	noMemory.Resources.MemoryMiB = 0
+	if err := mv.CanTake(noMemory); !errors.Is(err, desktop.ErrInvalid) {
+		t.Errorf("a move in whose record has no memory: %v, want ErrInvalid", err)
+	}
 	if err := mv.CanTake(d); !errors.Is(err, desktop.ErrConflict) {
 		t.Errorf("a move into a driver that cannot take one: %v, want ErrConflict", err)
 	}
@@ -49,6 +55,9 @@ func TestMovesRefuseWhatCannotMove(t *testing.T) {
 	here, err := m.Create(ctx, desktop.CreateRequest{Snapshot: "golden"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := mv.CanTake(here); !errors.Is(err, desktop.ErrConflict) || !strings.Contains(err.Error(), "already runs") {
+		t.Errorf("a move in of a desktop already here: %v, want ErrConflict saying so", err)
 	}
 	send := func(context.Context, desktop.LiveSender, desktop.Desktop, func(context.Context) error) error {
 		t.Fatal("a move that should be refused was sent")

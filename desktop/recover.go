@@ -93,16 +93,24 @@ func (m *Manager) recoverOne(ctx context.Context, d Desktop) {
 			break
 		}
 		e.m = mach
-		if d.State == StateRunning {
-			m.resumeStopped(ctx, mach, log)
-		}
 		// The machine may have moved on from its record (a snapshot a crash
 		// cut short switched its disk to a new overlay), and a snapshot it
-		// made may be committed without the record using it.
+		// made may be committed without the record using it. Written
+		// before a stopped guest resumes: a move the crash cut short may
+		// have handed the record to another host, which then runs it.
 		e.d.Machine = mach.Record()
 		e.d.Uses = m.lineage.usesOf(e.d)
-		if err := m.store.PutDesktop(e.d); err != nil {
+		if err := m.store.PutDesktop(e.d); errors.Is(err, ErrNotHere) {
+			log.Warn("a desktop moved to another host while hostd was down; its machine here ends", "err", err)
+			if derr := mach.Destroy(ctx); derr != nil {
+				log.Warn("end the machine of a desktop that moved away", "err", derr)
+			}
+			return
+		} else if err != nil {
 			log.Error("record a reattached desktop", "err", err)
+		}
+		if d.State == StateRunning {
+			m.resumeStopped(ctx, mach, log)
 		}
 		m.mu.Lock()
 		m.desktops[d.ID] = e

@@ -15,26 +15,32 @@ import (
 var _ desktop.MoveStore = (*Records)(nil)
 
 // BeginMove marks a desktop record of this host as moving to host to: only
-// that host may take it (TakeMoved), and any later write of the record by
-// this host (EndMove, or any PutDesktop) takes the mark away first.
+// that host may take it (TakeMoved). Other writes of the record keep the
+// mark until EndMove takes it away.
 func (r *Records) BeginMove(d desktop.Desktop, to string) error {
 	if to == r.host {
 		return fmt.Errorf("%w: desktop %s already runs on %s", desktop.ErrInvalid, d.ID, to)
 	}
-	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: r.generation.Load(), Desktop: d, MovingTo: to})
-	if err != nil {
-		return err
+	r.moving.Store(d.ID, to)
+	if err := r.PutDesktop(d); err != nil {
+		r.moving.Delete(d.ID)
+		return fmt.Errorf("mark desktop %s as moving: %w", d.ID, err)
 	}
-	return r.ownedTxn("mark desktop "+d.ID+" as moving", r.desktopKey(d.ID), clientv3.OpPut(r.desktopKey(d.ID), string(v)))
+	return nil
 }
 
 // EndMove takes a failed move's mark off a desktop record, if the record
 // is still this host's; taken says another host took it meanwhile (the
 // move's target, whose answer did not arrive).
 func (r *Records) EndMove(d desktop.Desktop) (taken bool, err error) {
+	to, _ := r.moving.LoadAndDelete(d.ID)
 	err = r.PutDesktop(d)
-	if errors.Is(err, ErrNotOwned) {
+	switch {
+	case errors.Is(err, ErrNotOwned):
 		return true, nil
+	case err != nil && to != nil:
+		// Not known: marked again, so a later EndMove still settles it.
+		r.moving.Store(d.ID, to)
 	}
 	return false, err
 }
@@ -44,6 +50,7 @@ func (r *Records) EndMove(d desktop.Desktop) (taken bool, err error) {
 // here. So a record is never in two places: the source's EndMove and this
 // take cannot both succeed.
 func (r *Records) TakeMoved(d desktop.Desktop, from string) error {
+	r.moving.Delete(d.ID) // a move of its own, long over
 	key := r.desktopKey(d.ID)
 	gen := r.generation.Load()
 	genKey := generationKey(r.prefix, r.host)
@@ -65,6 +72,11 @@ func (r *Records) TakeMoved(d desktop.Desktop, from string) error {
 			rec, err := decodeDesktopRecord(kvs[0].Value)
 			if err != nil {
 				return err
+			}
+			if rec.Host == r.host && rec.Generation == gen && rec.MovingTo == "" {
+				// An earlier try's commit that went through, though its
+				// answer did not arrive.
+				return nil
 			}
 			if rec.Host != from || rec.MovingTo != r.host {
 				return fmt.Errorf("%w: %s: its record is not moving here (it is %s's, moving to %q)", desktop.ErrConflict, what, rec.Host, rec.MovingTo)

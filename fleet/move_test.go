@@ -70,6 +70,29 @@ func TestARecordMovesToOneHostOnly(t *testing.T) {
 	if err := a.BeginMove(d2, "a"); !errors.Is(err, desktop.ErrInvalid) {
 		t.Fatalf("a move to the host itself: %v", err)
 	}
+
+	// A write of the record while it moves keeps the mark; a take tried
+	// again after its commit went through is the take.
+	d3 := desktop.Desktop{ID: "d-3", State: desktop.StateRunning}
+	if err := a.PutDesktop(d3); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.BeginMove(d3, "b"); err != nil {
+		t.Fatal(err)
+	}
+	d3.Labels = map[string]string{"written": "during the move"}
+	if err := a.PutDesktop(d3); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.TakeMoved(d3, "a"); err != nil {
+		t.Fatalf("a take after a write during the move: %v", err)
+	}
+	if err := b.TakeMoved(d3, "a"); err != nil {
+		t.Fatalf("a take tried again after it went through: %v", err)
+	}
+	if err := a.PutDesktop(d3); !errors.Is(err, desktop.ErrNotHere) {
+		t.Fatalf("the source's write after the take: %v, want ErrNotHere", err)
+	}
 }
 
 // A move goes to the host named, if it can take a running machine of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,9 @@ type Records struct {
 	// generation is this start's (StartGeneration), which each desktop
 	// record written carries.
 	generation atomic.Uint64
+	// moving are this host's desktops a move is handing to another host,
+	// by id: every write of their records keeps the mark (BeginMove).
+	moving sync.Map
 }
 
 var (
@@ -55,7 +59,7 @@ const (
 )
 
 // ErrNotOwned is a write to a desktop record another host holds.
-var ErrNotOwned = errors.New("the desktop's record belongs to another host")
+var ErrNotOwned = fmt.Errorf("%w", desktop.ErrNotHere)
 
 // ErrSuperseded is a write by a hostd whose generation is no longer its
 // host's: another hostd started under the same host name.
@@ -185,7 +189,9 @@ func (r *Records) LoadDesktops() ([]desktop.Desktop, error) {
 // holds is not overwritten (ErrNotOwned): the write is a transaction on
 // the key's revision, so a change made meanwhile is seen.
 func (r *Records) PutDesktop(d desktop.Desktop) error {
-	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: r.generation.Load(), Desktop: d})
+	to, _ := r.moving.Load(d.ID)
+	movingTo, _ := to.(string)
+	v, err := json.Marshal(desktopRecord{Host: r.host, Generation: r.generation.Load(), Desktop: d, MovingTo: movingTo})
 	if err != nil {
 		return err
 	}

@@ -222,6 +222,15 @@ func (s *Server) takeMove(c *gin.Context) {
 	if !decodeJSON(c, &offer) {
 		return
 	}
+	if offer.From == "" || offer.From == s.cfg.HostName {
+		badRequest(c, "from", "a move names the host it comes from, another than this one")
+		return
+	}
+	// Room first: a host that cannot take the desktop pulls nothing.
+	if err := s.cfg.Moves.CanTake(offer.Desktop); err != nil {
+		fail(c, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), moveTimeout)
 	defer cancel()
 	if s.cfg.EnsureSnapshot != nil {
@@ -231,10 +240,6 @@ func (s *Server) takeMove(c *gin.Context) {
 				return
 			}
 		}
-	}
-	if err := s.cfg.Moves.CanTake(offer.Desktop); err != nil {
-		fail(c, err)
-		return
 	}
 	conn, rw, err := c.Writer.Hijack()
 	if err != nil {

@@ -92,19 +92,11 @@ func (m *Machine) SendLive(ctx context.Context, out io.Writer, hold func(context
 // sendState runs QEMU's migration into w's State frames, over a
 // socketpair whose one end QEMU holds, and returns the bytes it sent.
 func (m *Machine) sendState(ctx context.Context, w *movestream.Writer) (int64, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	ours, err := m.handOver(ctx)
 	if err != nil {
 		return 0, err
 	}
-	ours := os.NewFile(uintptr(fds[1]), "move")
 	defer ours.Close()
-	err = m.qmp.SendFD(ctx, "move", fds[0])
-	// QEMU holds its own copy now: ours ends when QEMU closes it, at the
-	// migration's end.
-	syscall.Close(fds[0])
-	if err != nil {
-		return 0, err
-	}
 	type copied struct {
 		n   int64
 		err error
@@ -122,6 +114,7 @@ func (m *Machine) sendState(ctx context.Context, w *movestream.Writer) (int64, e
 	}()
 	g, err := qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{URI: "fd:move", Log: m.rec.Path("qemu.log")})
 	if err != nil {
+		m.qmp.Execute(context.WithoutCancel(ctx), "closefd", map[string]string{"fdname": "move"}, nil)
 		ours.Close()
 		<-done
 		return 0, err
@@ -137,6 +130,34 @@ func (m *Machine) sendState(ctx context.Context, w *movestream.Writer) (int64, e
 		return c.n, fmt.Errorf("carry the state: %w", c.err)
 	}
 	return c.n, w.Write(movestream.StateEnd, 0, nil)
+}
+
+// handOver makes a socketpair, hands one end to QEMU as the descriptor
+// "move" and returns the other, non-blocking, so closing it ends a read
+// or write on it that waits.
+func (m *Machine) handOver(ctx context.Context) (*os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(fds[1], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, err
+	}
+	ours := os.NewFile(uintptr(fds[1]), "move")
+	if dl, ok := ctx.Deadline(); ok {
+		ours.SetDeadline(dl) // a QEMU that stops reading or writing does not hold the move past it
+	}
+	err = m.qmp.SendFD(ctx, "move", fds[0])
+	// QEMU holds its own copy now: ours ends when QEMU closes it, at the
+	// migration's end.
+	syscall.Close(fds[0])
+	if err != nil {
+		ours.Close()
+		return nil, err
+	}
+	return ours, nil
 }
 
 // endMigration cancels a move's migration that did not end, so the
@@ -248,14 +269,7 @@ func (in *incoming) start(ctx context.Context) error {
 		return err
 	}
 	in.m = m
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	in.state = os.NewFile(uintptr(fds[1]), "move")
-	err = m.qmp.SendFD(ctx, "move", fds[0])
-	syscall.Close(fds[0])
-	if err != nil {
+	if in.state, err = m.handOver(ctx); err != nil {
 		return err
 	}
 	in.mig, err = qemuvm.StartMigration(ctx, m.monitor(), qemuvm.Migration{

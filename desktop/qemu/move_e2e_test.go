@@ -108,7 +108,10 @@ func TestAMachineMovesToAnotherDriver(t *testing.T) {
 	if err := json.Unmarshal(mach.Record(), &rec); err != nil {
 		t.Fatal(err)
 	}
-	console, _ := os.ReadFile(filepath.Join(rec.DataDir, "console.log"))
+	console, err := os.ReadFile(filepath.Join(rec.DataDir, "console.log"))
+	if err != nil {
+		t.Fatalf("the moved guest's console log: %v", err)
+	}
 	if strings.Contains(string(console), "Kernel panic") || strings.Contains(string(console), "BUG:") {
 		t.Fatalf("the moved guest's kernel failed:\n%s", console)
 	}
