@@ -168,9 +168,14 @@ func (mv *Moves) Send(ctx context.Context, id, to string, send func(ctx context.
 		taken, ferr := mv.endMove(ms, e)
 		if ferr != nil {
 			// Which host has the record is not known: resumed here, the
-			// guest could run on two hosts. It stays stopped.
+			// guest could run on two hosts. It stays stopped, listed
+			// paused here with why.
+			why := fmt.Sprintf("a move to %s failed and whether %s took the desktop is not known: resume it here only if the fleet lists it on this host", to, to)
+			e.mu.Lock()
+			e.d.State, e.d.Reason = StatePaused, why
+			e.mu.Unlock()
 			release()
-			return d, fmt.Errorf("move %s to %s: %w; whether %s took it is not known (%w): its guest stays stopped here until the fleet's records answer; then resume it, or find it on %s", id, to, err, to, ferr, to)
+			return d, fmt.Errorf("move %s to %s: %w; %s (%w)", id, to, err, why, ferr)
 		}
 		if !taken {
 			mv.resumeHere(e, mach)
