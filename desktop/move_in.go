@@ -35,63 +35,67 @@ func (mv *Moves) runs(ctx context.Context, mach Machine) error {
 // under the caps (ErrCapacity). Its snapshot, which the caller may pull
 // first, is checked when it comes (Receive).
 func (mv *Moves) CanTake(d Desktop) error {
+	release, err := mv.admit(d)
+	if err == nil {
+		release()
+	}
+	return err
+}
+
+// admit is CanTake that keeps the room it found: release gives it back.
+func (mv *Moves) admit(d Desktop) (release func(), err error) {
 	if _, err := mv.store(); err != nil {
-		return err
+		return nil, err
 	}
 	if !isDesktopID(d.ID) {
-		return fmt.Errorf("%w: %q is not a desktop id (d- and 16 hex digits)", ErrInvalid, d.ID)
+		return nil, fmt.Errorf("%w: %q is not a desktop id (d- and 16 hex digits)", ErrInvalid, d.ID)
 	}
 	if d.Resources.MemoryMiB <= 0 || d.Snapshot == "" {
-		return fmt.Errorf("%w: desktop %s: a moving desktop's record names its snapshot and memory", ErrInvalid, d.ID)
+		return nil, fmt.Errorf("%w: desktop %s: a moving desktop's record names its snapshot and memory", ErrInvalid, d.ID)
 	}
 	m := mv.m
 	if _, err := m.lookup(d.ID); err == nil {
-		return fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
+		return nil, fmt.Errorf("%w: desktop %s already runs on this host", ErrConflict, d.ID)
 	}
 	if _, ok := m.drv.(LiveReceiver); !ok {
-		return fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
+		return nil, fmt.Errorf("%w: the %s driver cannot take a moving desktop", ErrConflict, m.drv.Name())
 	}
 	if err := m.capacity.checkSpace("move in"); err != nil {
-		return err
+		return nil, err
 	}
-	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
+	release, err = m.capacity.reserve(1, d.Resources.MemoryMiB)
 	if err != nil {
-		return fmt.Errorf("move in %s: %w", d.ID, err)
+		return nil, fmt.Errorf("move in %s: %w", d.ID, err)
 	}
-	release()
-	return nil
+	return release, nil
 }
 
 // Receive takes in desktop d, moving here from host from, loading its
-// stream from r, and returns it with the source's commit request. The
-// desktop is this host's once its record is (TakeMoved), and its guest
-// then runs here.
-func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reader) (Desktop, []byte, error) {
-	if err := mv.CanTake(d); err != nil {
-		return Desktop{}, nil, err
+// stream from r. The desktop is this host's once its record is
+// (TakeMoved), and its guest then runs here.
+func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reader) (Desktop, error) {
+	release, err := mv.admit(d)
+	if err != nil {
+		return Desktop{}, err
 	}
+	defer release()
 	m := mv.m
 	ms, lr := m.store.(MoveStore), m.drv.(LiveReceiver)
 	snap, err := m.catalog.Get(d.Snapshot)
 	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+		return Desktop{}, fmt.Errorf("move in %s: %w", d.ID, err)
 	}
-	release, err := m.capacity.reserve(1, d.Resources.MemoryMiB)
-	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
-	}
-	defer release()
 	in, err := lr.Incoming(ctx, IncomingSpec{ID: d.ID, Snapshot: snap, Source: d.Machine})
 	if err != nil {
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+		return Desktop{}, fmt.Errorf("move in %s: %w", d.ID, err)
 	}
-	abandon := func(err error) (Desktop, []byte, error) {
+	abandon := func(err error) (Desktop, error) {
 		actx, cancel := context.WithTimeout(m.base, time.Minute)
 		defer cancel()
 		in.Abandon(actx)
-		return Desktop{}, nil, fmt.Errorf("move in %s: %w", d.ID, err)
+		return Desktop{}, fmt.Errorf("move in %s: %w", d.ID, err)
 	}
-	mach, commit, err := in.Receive(ctx, r)
+	mach, _, err := in.Receive(ctx, r)
 	if err != nil {
 		return abandon(err)
 	}
@@ -118,7 +122,7 @@ func (mv *Moves) Receive(ctx context.Context, d Desktop, from string, r io.Reade
 	d = e.snapshot()
 	m.publish(EventMoved, d)
 	m.kickTTL()
-	return d, commit, nil
+	return d, nil
 }
 
 // isDesktopID says whether id is one NewID("d-") makes: a moving

@@ -23,9 +23,9 @@ import (
 // it there), which offers the desktop to the target on the target's peer
 // port (POST /v1/fleet/moves, upgraded to the move's stream: mutual TLS
 // between hosts, so QEMU's migration never crosses the network in the
-// clear). The target pulls the snapshots the desktop rests on and checks
-// its room before it takes the stream, loads it, takes the desktop's
-// record, runs the guest and answers; only then does the source end its
+// clear). The target checks its room, pulls the snapshots the desktop
+// rests on, then takes the stream, loads it, runs the guest, takes the
+// desktop's record and answers; only then does the source end its
 // machine.
 
 // moveProtocol is the Upgrade a move's stream is carried under.
@@ -118,10 +118,11 @@ func (s *Server) sendMove(ctx context.Context, id, to, peer string) (api.Move, e
 		}
 		stopped := time.Now()
 		w := movestream.NewWriter(conn)
-		if err := w.Write(movestream.Commit, 0, nil); err != nil {
-			return fmt.Errorf("%w: the move's commit to host %s: %w", desktop.ErrUnavailable, to, err)
+		err = w.Write(movestream.Commit, 0, nil)
+		if err == nil {
+			err = w.Flush()
 		}
-		if err := w.Flush(); err != nil {
+		if err != nil {
 			return fmt.Errorf("%w: the move's commit to host %s: %w", desktop.ErrUnavailable, to, err)
 		}
 		var ans moveAnswer
@@ -255,7 +256,7 @@ func (s *Server) takeMove(c *gin.Context) {
 	// Before the record turns: a request the fleet passes here once it
 	// has carries a token the source issued.
 	s.views.adopt(offer.Desktop.ID, offer.Tokens)
-	d, _, err := s.cfg.Moves.Receive(ctx, offer.Desktop, offer.From, rw.Reader)
+	d, err := s.cfg.Moves.Receive(ctx, offer.Desktop, offer.From, rw.Reader)
 	var ans moveAnswer
 	if err != nil {
 		s.log.Warn("a move in failed", "desktop", offer.Desktop.ID, "from", offer.From, "err", err)

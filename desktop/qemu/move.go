@@ -55,8 +55,9 @@ func (m *Machine) SendLive(ctx context.Context, out io.Writer, hold func(context
 	// during a migration (3 of about 70 moves here came over with their
 	// kernel's timers corrupt; none of 25 stopped), while KVM tracks them
 	// in the kernel (docs/FLEET.md).
+	stopFirst := rec.Shape.Accel != "kvm"
 	stopped := time.Now()
-	if rec.Shape.Accel != "kvm" {
+	if stopFirst {
 		if err := m.qmp.Execute(ctx, "stop", nil, nil); err != nil {
 			return st, fmt.Errorf("move: stop the guest: %w", err)
 		}
@@ -67,8 +68,15 @@ func (m *Machine) SendLive(ctx context.Context, out io.Writer, hold func(context
 		m.endMigration()
 		return st, fmt.Errorf("move: %w", err)
 	}
-	if rec.Shape.Accel != "kvm" {
-		st.Downtime = time.Since(stopped)
+	st.Downtime = time.Since(stopped)
+	if !stopFirst {
+		// Pre-copy: QEMU's own count of the stop at its end.
+		var q struct {
+			Downtime int64 `json:"downtime"`
+		}
+		if err := m.qmp.Execute(ctx, "query-migrate", nil, &q); err == nil {
+			st.Downtime = time.Duration(q.Downtime) * time.Millisecond
+		}
 	}
 	n, err = disk.Send(rec.Disk, w)
 	st.DiskBytes += n
@@ -77,14 +85,6 @@ func (m *Machine) SendLive(ctx context.Context, out io.Writer, hold func(context
 	}
 	if err != nil {
 		return st, fmt.Errorf("move: send the disk's last changes: %w", err)
-	}
-	if rec.Shape.Accel == "kvm" {
-		var q struct {
-			Downtime int64 `json:"downtime"`
-		}
-		if err := m.qmp.Execute(ctx, "query-migrate", nil, &q); err == nil {
-			st.Downtime = time.Duration(q.Downtime) * time.Millisecond
-		}
 	}
 	return st, nil
 }
